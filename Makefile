@@ -1,0 +1,31 @@
+# `make run` and `make test` do all the set-up on a fresh machine.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ROOT ?= ./data
+
+.PHONY: run test bench demo install clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(BIN)/pip install --quiet --upgrade pip 2>&1 | grep -v '^WARNING' || true
+	@$(BIN)/pip install --quiet -e '.[test]' 2>&1 | grep -v '^WARNING' || true
+	@$(BIN)/python -c "import lakelog, deltalake, pyspark, fastapi" && touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/lakelog --root $(ROOT) serve
+
+demo: $(STAMP)
+	@bash scripts/demo.sh $(ROOT)
+
+test: $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .hypothesis

@@ -1,0 +1,206 @@
+# The ingest tier: the lakelog server (`lakelog serve`) on ECS Fargate.
+
+locals {
+  image          = var.image_uri != null ? var.image_uri : "${aws_ecr_repository.lakelog.repository_url}:${var.image_tag}"
+  container_name = "lakelog"
+  container_port = 8080
+
+  service_environment = merge(var.service_environment, local.lakelog_env)
+}
+
+resource "aws_ecr_repository" "lakelog" {
+  name                 = var.name
+  image_tag_mutability = var.ecr_image_tag_mutability
+  force_delete         = var.force_destroy
+
+  image_scanning_configuration {
+    scan_on_push = true
+  }
+
+  encryption_configuration {
+    encryption_type = "AES256"
+  }
+}
+
+resource "aws_ecr_lifecycle_policy" "lakelog" {
+  repository = aws_ecr_repository.lakelog.name
+
+  policy = jsonencode({
+    rules = [
+      {
+        rulePriority = 1
+        description  = "Expire untagged images after 7 days"
+        selection    = { tagStatus = "untagged", countType = "sinceImagePushed", countUnit = "days", countNumber = 7 }
+        action       = { type = "expire" }
+      },
+      {
+        rulePriority = 2
+        description  = "Keep the 20 most recent images"
+        selection    = { tagStatus = "any", countType = "imageCountMoreThan", countNumber = 20 }
+        action       = { type = "expire" }
+      },
+    ]
+  })
+}
+
+resource "aws_cloudwatch_log_group" "ingest" {
+  name              = "/lakelog/${var.name}/ingest"
+  retention_in_days = var.log_retention_days
+}
+
+# The secret is created empty: its value (the API keys) is put with the AWS
+# CLI, so it never appears in Terraform variables, plans, state or outputs.
+resource "aws_secretsmanager_secret" "api_keys" {
+  count = var.api_keys_secret_arn == null ? 1 : 0
+
+  name_prefix             = "${var.name}/api-keys-"
+  description             = "lakelog ${var.name} API keys: a JSON object mapping each API key to its principal, e.g. {\"<key>\": \"alice\"}. Injected into the ingest tier as LAKELOG_API_KEYS_JSON."
+  recovery_window_in_days = var.secret_recovery_window_days
+}
+
+resource "aws_ecs_cluster" "this" {
+  name = var.name
+
+  setting {
+    name  = "containerInsights"
+    value = var.container_insights ? "enabled" : "disabled"
+  }
+}
+
+resource "aws_ecs_task_definition" "ingest" {
+  family                   = "${var.name}-ingest"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = var.task_cpu
+  memory                   = var.task_memory
+  execution_role_arn       = aws_iam_role.ecs_execution.arn
+  task_role_arn            = aws_iam_role.ecs_task.arn
+
+  runtime_platform {
+    operating_system_family = "LINUX"
+    cpu_architecture        = var.cpu_architecture
+  }
+
+  # Writable scratch space when the root filesystem is read-only.
+  volume {
+    name = "tmp"
+  }
+
+  container_definitions = jsonencode([
+    {
+      name      = local.container_name
+      image     = local.image
+      essential = true
+      # The image's entrypoint is `lakelog`.
+      command = ["serve", "--root", local.root_uri, "--host", "0.0.0.0", "--port", tostring(local.container_port)]
+
+      portMappings = [
+        { containerPort = local.container_port, protocol = "tcp", name = "http" },
+      ]
+
+      environment = [for k in sort(keys(local.service_environment)) : { name = k, value = local.service_environment[k] }]
+
+      secrets = [
+        { name = "LAKELOG_API_KEYS_JSON", valueFrom = local.api_keys_secret_arn },
+      ]
+
+      readonlyRootFilesystem = var.readonly_root_filesystem
+      mountPoints = [
+        { sourceVolume = "tmp", containerPath = "/tmp", readOnly = false },
+      ]
+
+      # Liveness of the process; the load balancer checks readiness (/readyz).
+      healthCheck = {
+        command     = ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${local.container_port}/healthz', timeout=3)"]
+        interval    = 30
+        timeout     = 5
+        retries     = 3
+        startPeriod = 60
+      }
+
+      # Time for in-flight flushes to commit after SIGTERM.
+      stopTimeout = 60
+      linuxParameters = {
+        initProcessEnabled = true
+      }
+      ulimits = [
+        { name = "nofile", softLimit = 65536, hardLimit = 65536 },
+      ]
+
+      logConfiguration = {
+        logDriver = "awslogs"
+        options = {
+          "awslogs-group"         = aws_cloudwatch_log_group.ingest.name
+          "awslogs-region"        = local.region
+          "awslogs-stream-prefix" = "ingest"
+        }
+      }
+    },
+  ])
+}
+
+resource "aws_ecs_service" "ingest" {
+  name            = "${var.name}-ingest"
+  cluster         = aws_ecs_cluster.this.id
+  task_definition = aws_ecs_task_definition.ingest.arn
+  launch_type     = "FARGATE"
+  desired_count   = var.desired_count
+
+  # Never run two tasks side by side, not even during a deployment: the old
+  # task stops before the new one starts (see desired_count). A deployment
+  # therefore has a short outage; clients retry the 503s.
+  deployment_minimum_healthy_percent = 0
+  deployment_maximum_percent         = 100
+
+  health_check_grace_period_seconds = 60
+  enable_ecs_managed_tags           = true
+  propagate_tags                    = "SERVICE"
+  wait_for_steady_state             = false
+
+  deployment_circuit_breaker {
+    enable   = true
+    rollback = true
+  }
+
+  network_configuration {
+    subnets          = local.private_subnet_ids
+    security_groups  = [aws_security_group.ingest.id]
+    assign_public_ip = false
+  }
+
+  load_balancer {
+    target_group_arn = aws_lb_target_group.ingest.arn
+    container_name   = local.container_name
+    container_port   = local.container_port
+  }
+
+  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_iam_role_policy.ecs_execution, aws_iam_role_policy.ecs_task]
+}
+
+# CPU target tracking. Its bounds follow desired_count / max_task_count, which
+# are limited to one task until the ingest tier coordinates across nodes.
+resource "aws_appautoscaling_target" "ingest" {
+  service_namespace  = "ecs"
+  resource_id        = "service/${aws_ecs_cluster.this.name}/${aws_ecs_service.ingest.name}"
+  scalable_dimension = "ecs:service:DesiredCount"
+  min_capacity       = var.desired_count
+  max_capacity       = var.max_task_count
+}
+
+resource "aws_appautoscaling_policy" "ingest_cpu" {
+  name               = "${var.name}-ingest-cpu"
+  policy_type        = "TargetTrackingScaling"
+  service_namespace  = aws_appautoscaling_target.ingest.service_namespace
+  resource_id        = aws_appautoscaling_target.ingest.resource_id
+  scalable_dimension = aws_appautoscaling_target.ingest.scalable_dimension
+
+  target_tracking_scaling_policy_configuration {
+    target_value       = var.autoscaling_cpu_target
+    scale_in_cooldown  = 300
+    scale_out_cooldown = 60
+
+    predefined_metric_specification {
+      predefined_metric_type = "ECSServiceAverageCPUUtilization"
+    }
+  }
+}

@@ -1,0 +1,79 @@
+output "api_url" {
+  description = "Base URL of the lakelog HTTP API (the load balancer)."
+  value       = "${local.https ? "https" : "http"}://${aws_lb.api.dns_name}"
+}
+
+output "bucket" {
+  description = "S3 bucket holding the log."
+  value       = local.bucket
+}
+
+output "root_uri" {
+  description = "The lakelog root (pass as --root to lakelog commands)."
+  value       = local.root_uri
+}
+
+output "artifacts_uri" {
+  description = "Where to upload submit.py and lakelog-venv.tar.gz for the Spark jobs."
+  value       = local.artifacts_uri
+}
+
+output "emr_application_id" {
+  description = "ID of the EMR Serverless Spark application that runs the maintenance jobs."
+  value       = aws_emrserverless_application.spark.id
+}
+
+output "emr_job_role_arn" {
+  description = "Execution role for job runs on the Spark application (for manual `aws emr-serverless start-job-run`)."
+  value       = aws_iam_role.emr_job.arn
+}
+
+output "spark_submit_parameters" {
+  description = "The sparkSubmitParameters the scheduled jobs use (for manual runs)."
+  value       = local.spark_submit_parameters
+}
+
+output "ecr_repository_url" {
+  description = "ECR repository to push the lakelog image to."
+  value       = aws_ecr_repository.lakelog.repository_url
+}
+
+output "image" {
+  description = "Image the ingest tier runs."
+  value       = local.image
+}
+
+output "api_keys_secret_arn" {
+  description = "Secrets Manager secret holding the API keys JSON (its ARN, not its value)."
+  value       = local.api_keys_secret_arn
+}
+
+output "ecs_cluster_name" {
+  description = "ECS cluster of the ingest tier."
+  value       = aws_ecs_cluster.this.name
+}
+
+output "ecs_service_name" {
+  description = "ECS service of the ingest tier."
+  value       = aws_ecs_service.ingest.name
+}
+
+output "log_group_name" {
+  description = "CloudWatch log group of the ingest tier."
+  value       = aws_cloudwatch_log_group.ingest.name
+}
+
+output "schedule_names" {
+  description = "EventBridge Scheduler schedules, by job."
+  value       = { for k, s in aws_scheduler_schedule.job : k => s.name }
+}
+
+output "schedule_group_name" {
+  description = "EventBridge Scheduler group of the job schedules."
+  value       = aws_scheduler_schedule_group.jobs.name
+}
+
+output "vpc_id" {
+  description = "VPC of the deployment."
+  value       = local.vpc_id
+}

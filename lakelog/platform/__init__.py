@@ -1,0 +1,15 @@
+"""The log core: catalog, partitioner, topic logs, produce, fetch, consumer groups.
+
+Imports neither FastAPI nor PySpark; the HTTP tier and the Spark jobs use it.
+"""
+
+from lakelog.platform.broker import Broker, TopicDescription, parse_acks
+from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.records import ConsumerRecord, FetchResult, ProduceResult, ProducerBatch, Record
+from lakelog.platform.storage import Storage
+from lakelog.platform.topic_config import TopicConfig, parse_topic_config
+
+__all__ = [
+    "Broker", "ConsumerRecord", "FetchResult", "ProduceResult", "ProducerBatch", "Record", "Storage",
+    "TopicConfig", "TopicDescription", "TopicMeta", "parse_acks", "parse_topic_config",
+]

@@ -1,0 +1,219 @@
+"""Group commit: produce calls buffered per topic, flushed as one Delta commit.
+
+A flush waits `linger.ms` after the first pending call (or until `batch.bytes`
+are buffered), then takes everything pending and commits all partitions in
+one commit on this topic's flush thread. At most one commit is in flight per
+topic, so under load the next flush takes all that arrived meanwhile and
+batches grow with load. Each caller's future is answered with its own offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.platform.errors import BrokerClosed, LakelogError, RequestTimedOut
+from lakelog.platform.log import Appended, TopicLog
+from lakelog.platform.producer_state import ProducerStateManager, sequences
+from lakelog.platform.records import ProduceResult, ProducerBatch
+from lakelog.platform.topic_config import TimestampType
+from lakelog.schemas.tables import TIMESTAMP_TYPE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PendingProduce:
+    table: pa.Table  # TOPIC_FILE_SCHEMA rows, offsets not yet assigned
+    partitions: np.ndarray  # int32, one per row
+    deadline: float  # time.monotonic() seconds
+    producer: ProducerBatch | None = None
+    future: Future = field(default_factory=Future)
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes
+
+
+@dataclass
+class FlushStats:
+    flushes: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+class TopicWriter:
+    def __init__(
+        self,
+        topic_log: TopicLog,
+        linger_ms: int,
+        batch_bytes: int,
+        timestamp_type: Callable[[], TimestampType],
+        producers: ProducerStateManager,
+        on_commit: Callable[[Appended], None] | None = None,
+    ) -> None:
+        self.log = topic_log
+        self.linger_s = linger_ms / 1000
+        self.batch_bytes = batch_bytes
+        self._timestamp_type = timestamp_type
+        self.producers = producers
+        self._on_commit = on_commit
+        self._pending: deque[PendingProduce] = deque()
+        self._pending_bytes = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._flushing = False
+        self.stats = FlushStats()
+        self._thread = threading.Thread(target=self._run, name=f"flush-{topic_log.name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, pending: PendingProduce) -> Future:
+        with self._cond:
+            if self._closed:
+                raise BrokerClosed("the broker is shutting down")
+            self._pending.append(pending)
+            self._pending_bytes += pending.nbytes
+            self._cond.notify_all()
+        return pending.future
+
+    def drain(self) -> None:
+        """Wait until every call submitted so far is answered."""
+        with self._cond:
+            while self._pending or self._flushing:
+                self._cond.wait(0.05)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush what is pending, then stop."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                self._flush(batch)
+            except Exception as exc:  # never let the flush thread die: fail the callers instead
+                log.exception("flush of %s failed", self.log.name)
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
+            finally:
+                with self._cond:
+                    self._flushing = False
+                    self._cond.notify_all()
+
+    def _take(self) -> list[PendingProduce] | None:
+        with self._cond:
+            while not self._pending:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            flush_at = time.monotonic() + self.linger_s
+            while not self._closed and self._pending_bytes < self.batch_bytes:
+                remaining = flush_at - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            batch = list(self._pending)
+            self._flushing = True
+            self._pending.clear()
+            self._pending_bytes = 0
+            return batch
+
+    def _flush(self, batch: list[PendingProduce]) -> None:
+        accepted = self._admit(batch)
+        if not accepted:
+            return
+        table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
+        partitions = np.concatenate([p.partitions for p in accepted])
+        table = self._stamp(table, accepted)
+        by_partition = {int(p): np.flatnonzero(partitions == p) for p in np.unique(partitions)}
+        deadline = min(p.deadline for p in accepted)
+        try:
+            appended = self.log.append({p: table.take(rows) for p, rows in by_partition.items()}, deadline)
+        except LakelogError as exc:
+            for pending in accepted:
+                pending.future.set_exception(exc)
+            return
+        offsets = np.empty(len(partitions), dtype=np.int64)
+        for p, rows in by_partition.items():
+            offsets[rows] = appended.base_offsets[p] + np.arange(len(rows), dtype=np.int64)
+        timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
+        self.stats.flushes += 1
+        self.stats.records += len(partitions)
+        self.stats.bytes += table.nbytes
+        start = 0
+        for pending in accepted:
+            end = start + pending.table.num_rows
+            result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end])
+            if pending.producer is not None:
+                self.producers.record(pending.producer, pending.table.num_rows, result)
+            pending.future.set_result(result)
+            start = end
+        if self._on_commit is not None:
+            self._on_commit(appended)
+
+    def _admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
+        """Drop expired calls, answer retried idempotent batches, fence stale producers."""
+        accepted: list[PendingProduce] = []
+        in_flush: dict[int, tuple[int, int]] = {}
+        now = time.monotonic()
+        for pending in batch:
+            if pending.future.done():
+                continue
+            if now > pending.deadline:
+                pending.future.set_exception(RequestTimedOut("the produce deadline passed before the flush"))
+                continue
+            producer = pending.producer
+            if producer is None:
+                accepted.append(pending)
+                continue
+            count = pending.table.num_rows
+            try:
+                original = self.producers.check(producer, count, in_flush)
+            except LakelogError as exc:
+                pending.future.set_exception(exc)
+                continue
+            if original is not None:
+                pending.future.set_result(original)
+                continue
+            in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
+            accepted.append(pending)
+        return accepted
+
+    def _stamp(self, table: pa.Table, accepted: list[PendingProduce]) -> pa.Table:
+        """Set timestamp type, LogAppendTime, and the producer columns."""
+        n = table.num_rows
+        kind = self._timestamp_type()
+        table = table.set_column(2, "timestamp_type", pa.array(np.full(n, int(kind), dtype=np.int8)))
+        if kind == TimestampType.LOG_APPEND_TIME:
+            now = int(time.time() * 1000)
+            table = table.set_column(1, "timestamp", pa.array(np.full(n, now, dtype=np.int64)).cast(TIMESTAMP_TYPE))
+        if any(p.producer is not None for p in accepted):
+            ids, epochs, seqs = [], [], []
+            for p in accepted:
+                rows = p.table.num_rows
+                if p.producer is None:
+                    ids.append(pa.nulls(rows, pa.int64()))
+                    epochs.append(pa.nulls(rows, pa.int16()))
+                    seqs.append(pa.nulls(rows, pa.int32()))
+                else:
+                    ids.append(pa.array(np.full(rows, p.producer.producer_id, dtype=np.int64)))
+                    epochs.append(pa.array(np.full(rows, p.producer.producer_epoch, dtype=np.int16)))
+                    seqs.append(pa.array(sequences(p.producer, rows)))
+            table = table.set_column(6, "producer_id", pa.chunked_array(ids, pa.int64()))
+            table = table.set_column(7, "producer_epoch", pa.chunked_array(epochs, pa.int16()))
+            table = table.set_column(8, "sequence", pa.chunked_array(seqs, pa.int32()))
+        return table

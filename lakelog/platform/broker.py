@@ -1,0 +1,296 @@
+"""The broker: one node's entry point to the log core (catalog, logs, produce, fetch).
+
+The HTTP tier, the CLI and the Spark jobs all go through this class. It holds
+one `TopicLog` (one DeltaTable) and one flush thread per topic, opened on
+first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.platform.accumulator import PendingProduce, TopicWriter
+from lakelog.platform.catalog import Catalog, TopicMeta
+from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.log import Appended, PartitionState, TopicLog
+from lakelog.platform.partitioner import Partitioner
+from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.records import (
+    FetchResult,
+    ProduceResult,
+    ProducerBatch,
+    Record,
+    arrow_to_table,
+    check_sizes,
+    records_to_table,
+)
+from lakelog.platform.storage import Storage
+from lakelog.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
+
+
+def parse_acks(acks: Any) -> int:
+    key = str(acks).lower()
+    if key not in ACKS:
+        raise InvalidRequest(f"acks must be 0, 1 or all, got {acks!r}")
+    return ACKS[key]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    meta: TopicMeta
+    partitions: list[PartitionState]
+
+
+class _OpenTopic:
+    """The per-topic machinery of a node: log, writer, partitioner, producer state, waiters."""
+
+    def __init__(self, broker: "Broker", meta: TopicMeta) -> None:
+        self.meta = meta
+        settings = broker.settings
+        self.log = TopicLog(broker.storage, meta.name, settings.tail_cache_bytes)
+        self.partitioner = Partitioner(meta.config.partitioner)
+        self.producers = ProducerStateManager(self._producer_history)
+        self.appended = threading.Condition()
+        self.writer = TopicWriter(
+            self.log, settings.linger_ms, settings.batch_bytes,
+            lambda: self.meta.config.timestamp_type, self.producers, self._notify,
+        )
+
+    def _notify(self, _: Appended) -> None:
+        with self.appended:
+            self.appended.notify_all()
+
+    def _producer_history(self, producer_id: int) -> pa.Table:
+        pieces = []
+        for partition in range(self.meta.partitions):
+            for segment in self.log.segments(partition):
+                if segment.may_hold_producer(producer_id):
+                    table = self.log.read_segment_table(segment, PRODUCER_COLUMNS)
+                    table = table.filter(pc.equal(table.column("producer_id"), producer_id))
+                    pieces.append(table.append_column("partition", pa.array(
+                        np.full(table.num_rows, partition, dtype=np.int32))))
+        if not pieces:
+            schema = pa.schema([("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")),
+                                ("producer_id", pa.int64()), ("producer_epoch", pa.int16()),
+                                ("sequence", pa.int32()), ("partition", pa.int32())])
+            return schema.empty_table()
+        return pa.concat_tables(pieces)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Broker:
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self.settings = settings or Settings(**overrides)
+        self.storage = Storage.open(self.settings.root, self.settings.storage)
+        self.catalog = Catalog(self.storage)
+        self._topics: dict[str, _OpenTopic] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+
+    # ---- topics -----------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicMeta:
+        return self.catalog.create_topic(name, partitions, config)
+
+    def list_topics(self) -> list[TopicMeta]:
+        self.catalog.refresh()
+        return self.catalog.list_topics()
+
+    def alter_topic_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
+        meta = self.catalog.alter_config(name, changes)
+        self._update_meta(meta)
+        return meta
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        meta = self.catalog.add_partitions(name, total)
+        self._update_meta(meta)
+        return meta
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            opened = self._topics.pop(name, None)
+        if opened is not None:
+            opened.close()
+        self.catalog.delete_topic(name)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        topic = self._open(name)
+        topic.log.refresh()
+        return TopicDescription(topic.meta, [topic.log.partition_state(p) for p in range(topic.meta.partitions)])
+
+    def topic(self, name: str) -> TopicMeta:
+        return self._open(name).meta
+
+    def topic_log(self, name: str) -> TopicLog:
+        return self._open(name).log
+
+    def _update_meta(self, meta: TopicMeta) -> None:
+        with self._lock:
+            opened = self._topics.get(meta.name)
+            if opened is not None:
+                opened.meta = meta
+
+    def _open(self, name: str) -> _OpenTopic:
+        if self._closed:
+            raise BrokerClosed("the broker is closed")
+        with self._lock:
+            opened = self._topics.get(name)
+            if opened is not None:
+                return opened
+        meta = self.catalog.get(name)
+        with self._lock:
+            opened = self._topics.get(name)
+            if opened is None:
+                opened = self._topics[name] = _OpenTopic(self, meta)
+            return opened
+
+    def _partition_check(self, topic: _OpenTopic, partition: int) -> None:
+        if not isinstance(partition, int) or not 0 <= partition < topic.meta.partitions:
+            self.catalog.refresh()  # partitions may have been added by another node
+            meta = self.catalog.get(topic.meta.name)
+            topic.meta = meta
+            if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
+                raise UnknownTopicOrPartition(
+                    f"unknown partition {partition!r} of topic {meta.name!r} (partitions 0..{meta.partitions - 1})"
+                )
+
+    # ---- produce ----------------------------------------------------------
+
+    def produce_async(
+        self,
+        topic: str,
+        records: Sequence[Record] | pa.Table,
+        acks: Any = 1,
+        timeout_ms: int | None = None,
+        producer: ProducerBatch | None = None,
+    ) -> Future:
+        """Validate at the door, queue for the next flush; the future gives a ProduceResult."""
+        acks_level = parse_acks(acks)
+        opened = self._open(topic)
+        table, explicit = arrow_to_table(records) if isinstance(records, pa.Table) else records_to_table(records)
+        check_sizes(table, opened.meta.config.max_message_bytes)
+        if producer is not None:
+            _check_producer(producer)
+        partitions = opened.partitioner.assign(table.column("key").to_pylist(), explicit, opened.meta.partitions,
+                                               topic)
+        timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
+        pending = PendingProduce(table, partitions, time.monotonic() + timeout, producer)
+        future = opened.writer.submit(pending)
+        if acks_level == 0:
+            done: Future = Future()
+            n = table.num_rows
+            done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
+            return done
+        return future
+
+    def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
+                timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
+        future = self.produce_async(topic, records, acks, timeout_ms, producer)
+        return future.result()
+
+    # ---- fetch ------------------------------------------------------------
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_records: int = 500,
+        max_bytes: int | None = None,
+        timeout_ms: int = 0,
+    ) -> FetchResult:
+        """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll)."""
+        if max_records < 1:
+            raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
+        opened = self._open(topic)
+        self._partition_check(opened, partition)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise InvalidRequest(f"offset must be an integer, got {offset!r}")
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        topic_log = opened.log
+        interval = self.settings.refresh_interval_ms / 1000
+        while True:
+            if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
+                topic_log.maybe_refresh(interval)  # another writer, or retention, may have moved the log
+            table = topic_log.read(partition, offset, max_records, max_bytes)
+            remaining = deadline - time.monotonic()
+            if table.num_rows or remaining <= 0 or self._closed:
+                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition),
+                                   topic_log.log_end_offset(partition))
+            with opened.appended:
+                opened.appended.wait(min(remaining, interval))
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
+        opened = self._open(topic)
+        self._partition_check(opened, partition)
+        opened.log.refresh()
+        if spec == "earliest":
+            return opened.log.log_start_offset(partition)
+        if spec == "latest":
+            return opened.log.log_end_offset(partition)
+        try:
+            timestamp = int(spec)
+        except (TypeError, ValueError):
+            raise InvalidRequest(f"offset spec must be earliest, latest or a timestamp in ms, got {spec!r}") from None
+        found = opened.log.offset_for_timestamp(partition, timestamp)
+        return opened.log.log_end_offset(partition) if found is None else found
+
+    def check_offset(self, topic: str, partition: int, offset: int) -> None:
+        """Raise OffsetOutOfRange when `offset` is outside [log start, log end]."""
+        opened = self._open(topic)
+        start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
+        if not start <= offset <= end:
+            raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
+                                   start, end)
+
+    # ---- lifecycle ----------------------------------------------------------
+
+    def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        with self._lock:
+            topics = list(self._topics.values())
+        for opened in topics:
+            opened.writer.drain()
+
+    def close(self) -> None:
+        """Stop taking produce calls, commit what is pending, release the topics."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            topics = list(self._topics.values())
+            self._topics.clear()
+        for opened in topics:
+            opened.close()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_producer(producer: ProducerBatch) -> None:
+    if producer.producer_id < 0:
+        raise InvalidRequest(f"producer_id must be >= 0, got {producer.producer_id}")
+    if not 0 <= producer.producer_epoch <= 32767:
+        raise InvalidRequest(f"producer_epoch must be 0..32767, got {producer.producer_epoch}")
+    if not 0 <= producer.base_sequence <= 2**31 - 1:
+        raise InvalidRequest(f"sequence must be 0..2^31-1, got {producer.base_sequence}")

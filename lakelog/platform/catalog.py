@@ -1,0 +1,232 @@
+"""The catalog of topics: a Delta table of topic versions, the latest row per name wins.
+
+Each change to a topic commits a row with `SetTransaction("lakelog.topic.<name>",
+revision)`, so two nodes changing one topic at once conflict in delta-rs and
+the loser re-reads and re-validates: no lost update, no double create.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import CommitProperties, Transaction
+from deltalake import write_deltalake
+
+from lakelog.platform.errors import (
+    InvalidPartitions,
+    InvalidRequest,
+    InvalidTopic,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from lakelog.platform.log import TopicLog
+from lakelog.platform.storage import Storage
+from lakelog.platform.topic_config import TopicConfig, parse_topic_config
+from lakelog.schemas import CATALOG_SCHEMA
+
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 10_000
+CONTROL_TABLE_PROPERTIES = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 7 days"}
+
+
+@dataclass(frozen=True)
+class TopicMeta:
+    name: str
+    partitions: int
+    config: TopicConfig
+    revision: int
+    created_ms: int
+    updated_ms: int
+
+
+def validate_topic_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidTopic("topic name must be a non-empty string")
+    if name in (".", ".."):
+        raise InvalidTopic(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopic(f"topic name is {len(name)} characters; the limit is {MAX_TOPIC_NAME}")
+    if not TOPIC_NAME.match(name):
+        raise InvalidTopic(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+    return name
+
+
+def validate_partitions(partitions: Any) -> int:
+    if isinstance(partitions, bool) or not isinstance(partitions, int):
+        raise InvalidPartitions(f"partitions must be an integer, got {partitions!r}")
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidPartitions(f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
+    return partitions
+
+
+def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
+    uri = storage.uri(path)
+    if not DeltaTable.is_deltatable(uri, storage_options=storage.delta_options()):
+        DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
+                          storage_options=storage.delta_options())
+    return DeltaTable(uri, storage_options=storage.delta_options())
+
+
+class Catalog:
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._lock = threading.RLock()
+        self._dt = open_control_table(storage, "_catalog/topics", CATALOG_SCHEMA)
+        self._topics: dict[str, TopicMeta] = {}
+        self._version = -1
+        self.refresh()
+
+    def refresh(self) -> None:
+        with self._lock:
+            self._dt.update_incremental()
+            if self._dt.version() == self._version:
+                return
+            self._version = self._dt.version()
+            self._topics = _latest_topics(pa.table(self._dt.to_pyarrow_table()) if self._version > 0 else None)
+
+    # ---- reads ------------------------------------------------------------
+
+    def list_topics(self) -> list[TopicMeta]:
+        with self._lock:
+            return sorted(self._topics.values(), key=lambda t: t.name)
+
+    def get(self, name: str, refresh: bool = True) -> TopicMeta:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is None and refresh:
+                self.refresh()
+                meta = self._topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+        return meta
+
+    # ---- changes ----------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any] | None = None) -> TopicMeta:
+        validate_topic_name(name)
+        validate_partitions(partitions)
+        parsed = parse_topic_config(config)
+
+        def change(current: TopicMeta | None, now: int) -> TopicMeta:
+            if current is not None:
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            TopicLog.create_table(self.storage, name)
+            return TopicMeta(name, partitions, parsed, 0, now, now)
+
+        return self._change(name, change)
+
+    def alter_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
+        if not isinstance(changes, Mapping) or not changes:
+            raise InvalidRequest("no config changes given")
+
+        def change(current: TopicMeta | None, now: int) -> TopicMeta:
+            meta = _existing(name, current)
+            config = meta.config.altered(changes)
+            if config.replication_factor != meta.config.replication_factor:
+                raise InvalidRequest("replication.factor is set at creation and cannot be altered")
+            return TopicMeta(name, meta.partitions, config, meta.revision, meta.created_ms, now)
+
+        return self._change(name, change)
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        validate_partitions(total)
+
+        def change(current: TopicMeta | None, now: int) -> TopicMeta:
+            meta = _existing(name, current)
+            if total <= meta.partitions:
+                raise InvalidPartitions(
+                    f"topic {name!r} has {meta.partitions} partitions; the new count must be larger, got {total}"
+                )
+            return TopicMeta(name, total, meta.config, meta.revision, meta.created_ms, now)
+
+        return self._change(name, change)
+
+    def delete_topic(self, name: str) -> None:
+        def change(current: TopicMeta | None, now: int) -> None:
+            _existing(name, current)
+            return None
+
+        self._change(name, change)
+        self.storage.delete_tree(self.storage.uri("topics", name))
+
+    def _change(self, name: str, change: Callable[[TopicMeta | None, int], TopicMeta | None]) -> Any:
+        for _ in range(20):
+            with self._lock:
+                self.refresh()
+                current = self._topics.get(name)
+                revision = self._dt.transaction_version(f"lakelog.topic.{name}") or 0
+            now = int(time.time() * 1000)
+            updated = change(current, now)
+            row = _row(name, updated, current, revision + 1, now)
+            try:
+                with self._lock:
+                    write_deltalake(
+                        self._dt, row, mode="append",
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(f"lakelog.topic.{name}", revision + 1)]
+                        ),
+                    )
+                    self.refresh()
+                return self._topics.get(name)
+            except CommitFailedError:
+                continue  # another node changed this topic: re-read, re-validate
+        raise InvalidRequest(f"topic {name!r} is being changed concurrently; try again")
+
+
+def _existing(name: str, current: TopicMeta | None) -> TopicMeta:
+    if current is None:
+        raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+    return current
+
+
+def _row(name: str, meta: TopicMeta | None, current: TopicMeta | None, revision: int, now: int) -> pa.Table:
+    source = meta or current
+    assert source is not None
+    return pa.Table.from_pylist(
+        [{
+            "name": name,
+            "generation": revision,
+            "partitions": source.partitions,
+            "config": json.dumps(source.config.to_kafka()),
+            "deleted": meta is None,
+            "created": source.created_ms,
+            "updated": now,
+        }],
+        schema=CATALOG_SCHEMA,
+    )
+
+
+def _latest_topics(table: pa.Table | None) -> dict[str, TopicMeta]:
+    if table is None or table.num_rows == 0:
+        return {}
+    order = pc.sort_indices(table, sort_keys=[("name", "ascending"), ("generation", "ascending")])
+    latest: dict[str, dict] = {}
+    for row in table.take(order).to_pylist():
+        latest[row["name"]] = row
+    topics = {}
+    for name, row in latest.items():
+        if row["deleted"]:
+            continue
+        topics[name] = TopicMeta(
+            name=name,
+            partitions=row["partitions"],
+            config=parse_topic_config(json.loads(row["config"])),
+            revision=row["generation"],
+            created_ms=_ms(row["created"]),
+            updated_ms=_ms(row["updated"]),
+        )
+    return topics
+
+
+def _ms(value: Any) -> int:
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

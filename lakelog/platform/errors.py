@@ -1,0 +1,92 @@
+"""Errors of the log core, one type per Kafka error code.
+
+Each carries Kafka's error name (`code`) and whether a client may retry. The
+HTTP tier maps them to status codes in one place (`ingest_api/errors.py`); the
+CLI prints `code: message`.
+"""
+
+from __future__ import annotations
+
+
+class LakelogError(Exception):
+    code: str = "UNKNOWN_SERVER_ERROR"
+    retriable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidTopic(LakelogError):
+    code = "INVALID_TOPIC_EXCEPTION"
+
+
+class TopicAlreadyExists(LakelogError):
+    code = "TOPIC_ALREADY_EXISTS"
+
+
+class UnknownTopicOrPartition(LakelogError):
+    code = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class InvalidPartitions(LakelogError):
+    code = "INVALID_PARTITIONS"
+
+
+class InvalidConfig(LakelogError):
+    code = "INVALID_CONFIG"
+
+
+class InvalidRecord(LakelogError):
+    code = "INVALID_RECORD"
+
+
+class InvalidRequest(LakelogError):
+    code = "INVALID_REQUEST"
+
+
+class RecordTooLarge(LakelogError):
+    code = "MESSAGE_TOO_LARGE"
+
+
+class OffsetOutOfRange(LakelogError):
+    code = "OFFSET_OUT_OF_RANGE"
+
+    def __init__(self, message: str, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class OutOfOrderSequence(LakelogError):
+    code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequence(LakelogError):
+    code = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpoch(LakelogError):
+    """An older producer epoch: the producer was fenced by a newer instance."""
+
+    code = "INVALID_PRODUCER_EPOCH"
+
+
+class RequestTimedOut(LakelogError):
+    code = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class StorageUnavailable(LakelogError):
+    code = "KAFKA_STORAGE_ERROR"
+    retriable = True
+
+
+class NotEnoughReplicas(LakelogError):
+    code = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+
+class BrokerClosed(LakelogError):
+    code = "BROKER_NOT_AVAILABLE"
+    retriable = True

@@ -1,0 +1,126 @@
+"""The segment index: Delta's per-file statistics, read from the snapshot.
+
+Each data file holds one partition's records sorted by offset; its min/max
+`offset` and `timestamp` stats make the offset index and the time index. No
+side files: the index is rebuilt from the snapshot's add actions whenever the
+table version changes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    path: str  # relative to the table root
+    partition: int
+    size_bytes: int
+    num_records: int
+    min_offset: int
+    max_offset: int
+    min_timestamp_ms: int
+    max_timestamp_ms: int
+    min_producer_id: int | None = None
+    max_producer_id: int | None = None
+    modification_time_ms: int = 0
+
+    def may_hold_producer(self, producer_id: int) -> bool:
+        if self.min_producer_id is None or self.max_producer_id is None:
+            return False
+        return self.min_producer_id <= producer_id <= self.max_producer_id
+
+
+@dataclass
+class PartitionIndex:
+    files: list[SegmentFile] = field(default_factory=list)  # sorted by min_offset
+    _starts: list[int] = field(default_factory=list)
+
+    def add(self, segment: SegmentFile) -> None:
+        at = bisect.bisect_right(self._starts, segment.min_offset)
+        self.files.insert(at, segment)
+        self._starts.insert(at, segment.min_offset)
+
+    @property
+    def log_start_offset(self) -> int | None:
+        return self.files[0].min_offset if self.files else None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    def files_from(self, offset: int) -> Iterator[SegmentFile]:
+        """Files that may hold offsets >= `offset`, in offset order."""
+        at = max(bisect.bisect_right(self._starts, offset) - 1, 0)
+        for segment in self.files[at:]:
+            if segment.max_offset >= offset:
+                yield segment
+
+    def first_file_at_or_after_time(self, timestamp_ms: int) -> Iterator[SegmentFile]:
+        for segment in self.files:
+            if segment.max_timestamp_ms >= timestamp_ms:
+                yield segment
+
+
+class SegmentIndex:
+    def __init__(self, segments: Iterable[SegmentFile] = ()) -> None:
+        self.partitions: dict[int, PartitionIndex] = {}
+        for segment in sorted(segments, key=lambda s: (s.partition, s.min_offset)):
+            self.partition(segment.partition).add(segment)
+
+    def partition(self, partition: int) -> PartitionIndex:
+        index = self.partitions.get(partition)
+        if index is None:
+            index = self.partitions[partition] = PartitionIndex()
+        return index
+
+    def add(self, segment: SegmentFile) -> None:
+        self.partition(segment.partition).add(segment)
+
+    def all_files(self) -> Iterator[SegmentFile]:
+        for index in self.partitions.values():
+            yield from index.files
+
+    @classmethod
+    def from_add_actions(cls, actions: pa.Table) -> "SegmentIndex":
+        """Build from `DeltaTable.get_add_actions(flatten=True)`."""
+        columns = set(actions.column_names)
+        if actions.num_rows == 0 or "min.offset" not in columns:
+            return cls()
+
+        def col(name: str) -> list:
+            if name not in columns:
+                return [None] * actions.num_rows
+            column = actions.column(name)
+            if pa.types.is_timestamp(column.type):
+                column = column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+            return column.to_pylist()
+
+        rows = zip(
+            col("path"), col("partition.partition"), col("size_bytes"), col("num_records"),
+            col("min.offset"), col("max.offset"), col("min.timestamp"), col("max.timestamp"),
+            col("min.producer_id"), col("max.producer_id"), col("modification_time"),
+        )
+        segments = []
+        for path, part, size, count, lo, hi, tlo, thi, plo, phi, mtime in rows:
+            if lo is None or hi is None:
+                continue  # a file without stats is not ours; nothing to index
+            segments.append(SegmentFile(
+                path=path, partition=int(part), size_bytes=int(size), num_records=int(count or 0),
+                min_offset=int(lo), max_offset=int(hi),
+                min_timestamp_ms=int(tlo or 0), max_timestamp_ms=int(thi or 0),
+                min_producer_id=plo, max_producer_id=phi, modification_time_ms=_ms(mtime),
+            ))
+        return cls(segments)
+
+
+def _ms(value: object) -> int:
+    if value is None:
+        return 0
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)  # type: ignore[attr-defined]
+    return int(value)  # type: ignore[arg-type]

@@ -1,0 +1,398 @@
+"""The partitioned log of one topic: a Delta table, and the Delta log as the offset sequencer.
+
+An append is one Delta commit: one new file per partition touched, and one
+`SetTransaction("lakelog.partition.<p>", new log end offset)` per partition.
+The log end offset of a partition is that transaction's version, read from
+the snapshot in O(1). Two writers of one partition conflict in delta-rs; the
+loser refreshes, reassigns its offsets, rewrites its files and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+from lakelog.platform.errors import OffsetOutOfRange, RequestTimedOut, StorageUnavailable
+from lakelog.platform.index import SegmentFile, SegmentIndex
+from lakelog.platform.storage import Storage
+from lakelog.platform.tail_cache import TailCache
+from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
+
+log = logging.getLogger(__name__)
+
+# Keep the Delta log bounded under many small commits: a checkpoint every 100
+# commits (so opening reads at most 99 JSON commits), and commit files older
+# than two days removed when a checkpoint is written. Set-transaction versions
+# never expire: they are the partitions' log end offsets.
+TOPIC_TABLE_PROPERTIES = {
+    "delta.checkpointInterval": "100",
+    "delta.logRetentionDuration": "interval 2 days",
+    "delta.enableExpiredLogCleanup": "true",
+    "delta.deletedFileRetentionDuration": "interval 1 days",
+}
+ROW_GROUP_ROWS = 16_384
+STATS_COLUMNS = ("offset", "timestamp", "producer_id")
+
+
+def partition_app_id(partition: int) -> str:
+    return f"lakelog.partition.{partition}"
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What one append committed: per partition, the base offset and the records with offsets."""
+
+    base_offsets: dict[int, int]
+    tables: dict[int, pa.Table]
+    version: int
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    files: int
+
+
+class TopicLog:
+    def __init__(self, storage: Storage, name: str, tail_cache_bytes: int = 0) -> None:
+        self.storage = storage
+        self.name = name
+        self.uri = storage.uri("topics", name)
+        self._lock = threading.RLock()
+        self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
+        self._index = SegmentIndex()
+        self._version = -1
+        self._last_refresh = 0.0
+        self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+        self.tail = TailCache(tail_cache_bytes)
+        self.commits = 0
+        self.conflicts = 0
+        self._rebuild_index()
+
+    # ---- table lifecycle -------------------------------------------------
+
+    @staticmethod
+    def create_table(storage: Storage, name: str) -> None:
+        uri = storage.uri("topics", name)
+        storage.delete_tree(uri)  # a leftover of a topic deleted mid-way
+        DeltaTable.create(
+            uri,
+            schema=TOPIC_SCHEMA,
+            partition_by=["partition"],
+            configuration=TOPIC_TABLE_PROPERTIES,
+            storage_options=storage.delta_options(),
+            name=name,
+        )
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def refresh(self) -> bool:
+        """Load other writers' commits; True when the table changed."""
+        with self._lock:
+            self._dt.update_incremental()
+            self._last_refresh = time.monotonic()
+            if self._dt.version() == self._version:
+                return False
+            self._rebuild_index()
+            return True
+
+    def maybe_refresh(self, max_age_s: float) -> bool:
+        if time.monotonic() - self._last_refresh >= max_age_s:
+            return self.refresh()
+        return False
+
+    def _rebuild_index(self) -> None:
+        old = self._index
+        self._index = SegmentIndex.from_add_actions(pa.table(self._dt.get_add_actions(flatten=True)))
+        self._version = self._dt.version()
+        self._last_refresh = time.monotonic()
+        for partition, index in old.partitions.items():
+            new_paths = {f.path for f in self._index.partition(partition).files}
+            if any(f.path not in new_paths for f in index.files):
+                self.tail.drop_partition(partition)  # retention or compaction rewrote it
+
+    # ---- offsets ----------------------------------------------------------
+
+    def log_end_offset(self, partition: int) -> int:
+        with self._lock:
+            return self._dt.transaction_version(partition_app_id(partition)) or 0
+
+    def log_start_offset(self, partition: int) -> int:
+        with self._lock:
+            start = self._index.partition(partition).log_start_offset
+        return self.log_end_offset(partition) if start is None else start
+
+    def partition_state(self, partition: int) -> PartitionState:
+        with self._lock:
+            index = self._index.partition(partition)
+            end = self.log_end_offset(partition)
+            start = index.log_start_offset
+            return PartitionState(partition, end if start is None else start, end, index.size_bytes, len(index.files))
+
+    def segments(self, partition: int) -> list[SegmentFile]:
+        with self._lock:
+            return list(self._index.partition(partition).files)
+
+    # ---- append -----------------------------------------------------------
+
+    def append(self, records: dict[int, pa.Table], deadline: float) -> Appended:
+        """Commit records (TOPIC_FILE_SCHEMA without meaningful offsets) to their partitions.
+
+        Offsets are assigned from the snapshot's log end offsets; on a conflict
+        with another writer they are reassigned and the files rewritten.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._lock:
+                bases = {p: self.log_end_offset(p) for p in records}
+                read_version = self._version
+            tables = {p: _with_offsets(t, bases[p]) for p, t in records.items() if t.num_rows}
+            actions, paths = self._write_files(tables, bases)
+            txns = [Transaction(partition_app_id(p), bases[p] + t.num_rows) for p, t in tables.items()]
+            try:
+                with self._lock:
+                    self._dt.create_write_transaction(
+                        actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
+                        commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20),
+                    )
+                    self.commits += 1
+                    self._after_commit(read_version, actions)
+                    version = self._version
+                for p, table in tables.items():
+                    self.tail.put(p, table, bases[p])
+                return Appended(bases, tables, version)
+            except CommitFailedError as exc:
+                self.conflicts += 1
+                self.storage.delete_files(paths)
+                log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
+                self._refresh_or_wait(deadline, RequestTimedOut, f"commit to {self.name!r} kept conflicting")
+            except (DeltaError, OSError) as exc:
+                if self._committed(paths):
+                    return self._recover_committed(tables, bases)
+                self.storage.delete_files(paths)
+                log.warning("storage error committing to %s: %s", self.name, exc)
+                self._refresh_or_wait(deadline, StorageUnavailable, f"storage unavailable for {self.name!r}: {exc}")
+
+    def _refresh_or_wait(self, deadline: float, error: type, message: str) -> None:
+        try:
+            self.refresh()
+        except (DeltaError, OSError):
+            time.sleep(0.05)
+        if time.monotonic() >= deadline:
+            raise error(message)
+
+    def _committed(self, paths: list[str]) -> bool:
+        """After an ambiguous failure: did our files make it into the table?"""
+        try:
+            self.refresh()
+        except (DeltaError, OSError):
+            return False
+        relative = {p.removeprefix(self.uri + "/") for p in paths}
+        with self._lock:
+            return any(f.path in relative for f in self._index.all_files())
+
+    def _recover_committed(self, tables: dict[int, pa.Table], bases: dict[int, int]) -> Appended:
+        for p, table in tables.items():
+            self.tail.put(p, table, bases[p])
+        return Appended(bases, tables, self._version)
+
+    def _after_commit(self, read_version: int, actions: list[AddAction]) -> None:
+        self._dt.update_incremental()
+        if self._dt.version() == read_version + 1:
+            for action in actions:  # ours was the only commit: extend the index in place
+                self._index.add(_segment_of(action))
+            self._version = self._dt.version()
+        else:
+            self._rebuild_index()
+
+    def _write_files(self, tables: dict[int, pa.Table], bases: dict[int, int]) -> tuple[list[AddAction], list[str]]:
+        actions, paths = [], []
+        now_ms = int(time.time() * 1000)
+        for partition, table in tables.items():
+            relative = f"partition={partition}/{bases[partition]:020d}-{uuid.uuid4().hex[:12]}.parquet"
+            uri = f"{self.uri}/{relative}"
+            self.storage.makedirs(f"{self.uri}/partition={partition}")
+            paths.append(uri)
+            with self.storage.arrow_fs.open_output_stream(self.storage.fs_path(uri)) as sink:
+                pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, compression="snappy")
+            size = self.storage.arrow_fs.get_file_info(self.storage.fs_path(uri)).size
+            actions.append(AddAction(relative, size, {"partition": str(partition)}, now_ms, True, file_stats(table)))
+        return actions, paths
+
+    # ---- read -------------------------------------------------------------
+
+    def read(self, partition: int, offset: int, max_records: int, max_bytes: int | None = None) -> pa.Table:
+        """Records of `partition` from the first offset >= `offset`, in offset order (TOPIC_SCHEMA)."""
+        start, end = self.log_start_offset(partition), self.log_end_offset(partition)
+        if offset < start or offset > end:
+            raise OffsetOutOfRange(
+                f"offset {offset} is out of range for {self.name}-{partition}: log start {start}, log end {end}",
+                start, end,
+            )
+        if offset == end or max_records <= 0:
+            return _with_partition(TOPIC_FILE_SCHEMA.empty_table(), partition)
+        pieces = self.tail.read(partition, offset, max_records)
+        if not pieces:
+            pieces = self._read_files(partition, offset, max_records)
+        table = pa.concat_tables(pieces) if pieces else TOPIC_FILE_SCHEMA.empty_table()
+        table = table.slice(0, max_records)
+        if max_bytes is not None:
+            table = _limit_bytes(table, max_bytes)
+        return _with_partition(table, partition)
+
+    def _read_files(self, partition: int, offset: int, max_records: int) -> list[pa.Table]:
+        with self._lock:
+            files = list(self._index.partition(partition).files_from(offset))
+        pieces: list[pa.Table] = []
+        wanted = max_records
+        for segment in files:
+            table = self._read_segment(segment, offset)
+            if table.num_rows:
+                pieces.append(table.slice(0, wanted))
+                wanted -= min(table.num_rows, wanted)
+            if wanted <= 0:
+                break
+        return pieces
+
+    def _read_segment(self, segment: SegmentFile, offset: int) -> pa.Table:
+        uri = f"{self.uri}/{segment.path}"
+        try:
+            with self.storage.open_input(uri) as source:
+                parquet = pq.ParquetFile(source, metadata=self._metadata.get(segment.path))
+                self._remember_metadata(segment.path, parquet.metadata)
+                groups = _row_groups_from(parquet.metadata, offset)
+                table = parquet.read_row_groups(groups) if groups else TOPIC_FILE_SCHEMA.empty_table()
+        except FileNotFoundError:
+            # Removed by retention or compaction after we planned: the next fetch sees the new files.
+            self.refresh()
+            return TOPIC_FILE_SCHEMA.empty_table()
+        table = table.cast(TOPIC_FILE_SCHEMA) if table.schema != TOPIC_FILE_SCHEMA else table
+        if table.num_rows and table.column("offset")[0].as_py() < offset:
+            table = table.filter(pc.greater_equal(table.column("offset"), offset))
+        return table
+
+    def _remember_metadata(self, path: str, metadata: pq.FileMetaData) -> None:
+        self._metadata[path] = metadata
+        self._metadata.move_to_end(path)
+        while len(self._metadata) > 4096:
+            self._metadata.popitem(last=False)
+
+    def read_segment_table(self, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
+        """A whole data file (used by time lookups and producer-state recovery)."""
+        with self.storage.open_input(f"{self.uri}/{segment.path}") as source:
+            return pq.read_table(source, columns=columns)
+
+    def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
+        """The earliest offset whose timestamp is >= `timestamp_ms`; None when there is none."""
+        for segment in self.segments(partition):
+            if segment.max_timestamp_ms < timestamp_ms:
+                continue
+            table = self.read_segment_table(segment, ["offset", "timestamp"])
+            ts = table.column("timestamp").cast(pa.int64())
+            hits = pc.filter(table.column("offset"), pc.greater_equal(ts, timestamp_ms))
+            if len(hits):
+                return int(pc.min(hits).as_py())
+        return None
+
+
+def _with_offsets(table: pa.Table, base: int) -> pa.Table:
+    offsets = pa.array(np.arange(base, base + table.num_rows, dtype=np.int64))
+    return table.set_column(table.schema.get_field_index("offset"), "offset", offsets)
+
+
+def _with_partition(table: pa.Table, partition: int) -> pa.Table:
+    column = pa.array(np.full(table.num_rows, partition, dtype=np.int32))
+    return table.add_column(0, pa.field("partition", pa.int32(), nullable=False), column)
+
+
+def _row_groups_from(metadata: pq.FileMetaData, offset: int) -> list[int]:
+    groups = []
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(0).statistics  # column 0 is `offset`
+        if stats is None or not stats.has_min_max or stats.max >= offset:
+            groups.append(i)
+    return groups
+
+
+def _limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
+    """Cut at `max_bytes` of keys and values, but always keep the first record (as Kafka does)."""
+    if table.num_rows <= 1:
+        return table
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(table.column("key")), 0),
+        pc.fill_null(pc.binary_length(table.column("value")), 0),
+    )
+    cumulative = np.cumsum(sizes.to_numpy(zero_copy_only=False))
+    keep = max(int(np.searchsorted(cumulative, max_bytes, side="right")), 1)
+    return table.slice(0, keep)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _iso(ms: int) -> str:
+    return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def file_stats(table: pa.Table) -> str:
+    """Delta statistics JSON for a data file: the segment and time index."""
+    n = table.num_rows
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        column = table.column(name)
+        nulls[name] = column.null_count
+        if column.null_count == n:
+            continue
+        bounds = pc.min_max(column.cast(pa.int64()) if name == "timestamp" else column)
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if name == "timestamp":
+            lo, hi = _iso(lo), _iso(hi)
+        mins[name], maxs[name] = lo, hi
+    for name in ("key", "value"):
+        nulls[name] = table.column(name).null_count
+    return json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def _segment_of(action: AddAction) -> SegmentFile:
+    stats = json.loads(action.stats)
+    mins, maxs = stats["minValues"], stats["maxValues"]
+    return SegmentFile(
+        path=action.path,
+        partition=int(action.partition_values["partition"]),
+        size_bytes=action.size,
+        num_records=stats["numRecords"],
+        min_offset=mins["offset"],
+        max_offset=maxs["offset"],
+        min_timestamp_ms=_parse_iso_ms(mins["timestamp"]),
+        max_timestamp_ms=_parse_iso_ms(maxs["timestamp"]),
+        min_producer_id=mins.get("producer_id"),
+        max_producer_id=maxs.get("producer_id"),
+        modification_time_ms=action.modification_time,
+    )
+
+
+def _parse_iso_ms(text: str) -> int:
+    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)

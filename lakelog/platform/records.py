@@ -1,0 +1,230 @@
+"""Records as they cross the core's boundary: what producers send and consumers get.
+
+Producers give a list of `Record` or an Arrow table (the batch form); both
+become one Arrow table of `TOPIC_FILE_SCHEMA` built in bulk, with checks at
+the door: types, sizes against `max.message.bytes`, timestamps.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.platform.errors import InvalidRecord, RecordTooLarge
+from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
+from lakelog.schemas.tables import TIMESTAMP_TYPE
+
+Header = tuple[str, bytes]
+
+
+@dataclass(frozen=True)
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[Header] | None = None
+    timestamp_ms: int | None = None
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """Idempotent-producer fields of one produce call: its records get sequences base_sequence, +1, ..."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """Per record, in request order. Offsets are -1 under acks=0."""
+
+    partitions: np.ndarray
+    offsets: np.ndarray
+    timestamps_ms: np.ndarray
+    duplicate: bool = False
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def records(self) -> list[tuple[int, int, int]]:
+        return list(zip(self.partitions.tolist(), self.offsets.tolist(), self.timestamps_ms.tolist()))
+
+
+@dataclass(frozen=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    topic: str
+    partition: int
+    records: pa.Table  # TOPIC_SCHEMA
+    log_start_offset: int
+    high_watermark: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next fetch continues; None when nothing was returned."""
+        if self.records.num_rows == 0:
+            return None
+        return int(self.records.column("offset")[-1].as_py()) + 1
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return iter(table_to_records(self.topic, self.records))
+
+
+def table_to_records(topic: str, table: pa.Table) -> list[ConsumerRecord]:
+    columns = {name: table.column(name).to_pylist() for name in
+               ("partition", "offset", "timestamp_type", "key", "value", "headers")}
+    timestamps = table.column("timestamp").cast(pa.int64()).to_pylist()
+    return [
+        ConsumerRecord(topic, p, o, ts, tt, k, v, [(h["key"], h["value"]) for h in (hs or [])])
+        for p, o, ts, tt, k, v, hs in zip(columns["partition"], columns["offset"], timestamps,
+                                          columns["timestamp_type"], columns["key"], columns["value"],
+                                          columns["headers"])
+    ]
+
+
+def records_to_table(records: Sequence[Record]) -> tuple[pa.Table, list[int | None] | None]:
+    """Bulk-convert records; returns the table and the explicit partitions (None when none given)."""
+    if not records:
+        raise InvalidRecord("no records given")
+    try:
+        keys = pa.array([r.key for r in records], pa.binary())
+        values = pa.array([r.value for r in records], pa.binary())
+        headers = pa.array([_headers(r.headers) for r in records], HEADERS_TYPE)
+        timestamps = pa.array([r.timestamp_ms for r in records], pa.int64())
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidRecord(f"bad record field: {exc}") from None
+    partitions = [r.partition for r in records]
+    explicit = partitions if any(p is not None for p in partitions) else None
+    return _file_table(keys, values, headers, timestamps), explicit
+
+
+def arrow_to_table(batch: pa.Table) -> tuple[pa.Table, list[int | None] | None]:
+    """The batch form: columns key, value and optional headers, partition, timestamp."""
+    names = set(batch.column_names)
+    allowed = {"key", "value", "headers", "partition", "timestamp"}
+    if "value" not in names:
+        raise InvalidRecord("an Arrow batch needs a 'value' column")
+    if names - allowed:
+        raise InvalidRecord(f"unknown columns {sorted(names - allowed)}; allowed: {sorted(allowed)}")
+    if batch.num_rows == 0:
+        raise InvalidRecord("no records given")
+    n = batch.num_rows
+    try:
+        values = _binary(batch.column("value"))
+        keys = _binary(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
+        headers = (batch.column("headers").cast(HEADERS_TYPE) if "headers" in names
+                   else pa.nulls(n, HEADERS_TYPE))
+        timestamps = _timestamps(batch.column("timestamp")) if "timestamp" in names else pa.nulls(n, pa.int64())
+        explicit = batch.column("partition").cast(pa.int64()).to_pylist() if "partition" in names else None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidRecord(f"bad column type in Arrow batch: {exc}") from None
+    if explicit is not None and all(p is None for p in explicit):
+        explicit = None
+    return _file_table(keys, values, headers, timestamps), explicit
+
+
+def check_sizes(table: pa.Table, max_message_bytes: int) -> None:
+    sizes = record_sizes(table)
+    largest = int(pc.max(sizes).as_py() or 0)
+    if largest > max_message_bytes:
+        at = int(pc.index(sizes, largest).as_py())
+        raise RecordTooLarge(
+            f"record {at} is {largest} bytes, over the topic's max.message.bytes of {max_message_bytes} bytes"
+        )
+
+
+def record_sizes(table: pa.Table) -> pa.Array:
+    """Bytes of key + value + header keys and values, per record."""
+    sizes = pc.add(
+        pc.fill_null(pc.binary_length(table.column("key")), 0),
+        pc.fill_null(pc.binary_length(table.column("value")), 0),
+    )
+    headers = table.column("headers")
+    if headers.null_count < len(headers):
+        flat = pc.list_flatten(headers)
+        if len(flat):
+            parents = pc.list_parent_indices(headers).to_numpy()
+            each = pc.add(pc.fill_null(pc.binary_length(pc.struct_field(flat, "key").cast(pa.binary())), 0),
+                          pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0)).to_numpy()
+            extra = np.bincount(parents, weights=each, minlength=table.num_rows).astype(np.int64)
+            sizes = pc.add(sizes, pa.array(extra))
+    return sizes.combine_chunks() if isinstance(sizes, pa.ChunkedArray) else sizes
+
+
+def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps: pa.Array) -> pa.Table:
+    n = len(values)
+    if timestamps.null_count:
+        now = int(time.time() * 1000)
+        timestamps = pc.fill_null(timestamps, now)
+    if len(timestamps) and pc.min(timestamps).as_py() < 0:
+        raise InvalidRecord("timestamps must be milliseconds since the epoch, >= 0")
+    zeros64 = pa.array(np.zeros(n, dtype=np.int64))
+    return pa.Table.from_arrays(
+        [
+            zeros64,
+            timestamps.cast(pa.int64()).cast(TIMESTAMP_TYPE),
+            pa.array(np.zeros(n, dtype=np.int8)),
+            keys, values, headers,
+            pa.nulls(n, pa.int64()), pa.nulls(n, pa.int16()), pa.nulls(n, pa.int32()),
+        ],
+        schema=TOPIC_FILE_SCHEMA,
+    )
+
+
+def _binary(column: pa.ChunkedArray) -> pa.Array:
+    column = column.combine_chunks()
+    if pa.types.is_binary(column.type):
+        return column
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_large_binary(
+            column.type) or pa.types.is_null(column.type):
+        return column.cast(pa.binary())
+    raise InvalidRecord(f"key and value must be binary or string columns, got {column.type}")
+
+
+def _timestamps(column: pa.ChunkedArray) -> pa.Array:
+    column = column.combine_chunks()
+    if pa.types.is_timestamp(column.type):
+        return column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    if pa.types.is_integer(column.type):
+        return column.cast(pa.int64())
+    raise InvalidRecord(f"timestamp must be an integer (ms) or timestamp column, got {column.type}")
+
+
+def _headers(headers: Sequence[Header] | None) -> list[dict] | None:
+    if headers is None:
+        return None
+    out = []
+    for item in headers:
+        key, value = item
+        if not isinstance(key, str):
+            raise InvalidRecord(f"header keys must be strings, got {key!r}")
+        out.append({"key": key, "value": value})
+    return out
+
+
+def encode_bytes(data: bytes | None) -> tuple[str | None, bool]:
+    """UTF-8 text where valid, else base64; the flag says base64 was used."""
+    if data is None:
+        return None, False
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), True

@@ -1,0 +1,126 @@
+"""The storage root: one URI (local folder or s3://bucket/prefix) and its options.
+
+The same options reach delta-rs (commits, snapshots) and fsspec/s3fs (data
+files, deletes), so one setting configures both.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping
+
+import fsspec
+import pyarrow.fs as pafs
+
+# delta-rs option names (lower case), and the environment variables they also come from.
+_ENV_OPTIONS = {
+    "aws_endpoint_url": "AWS_ENDPOINT_URL",
+    "aws_region": "AWS_REGION",
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_session_token": "AWS_SESSION_TOKEN",
+    "aws_allow_http": "AWS_ALLOW_HTTP",
+}
+_ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_url", "region": "aws_region",
+            "allow_http": "aws_allow_http", "aws_conditional_put": "conditional_put"}
+
+
+def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    normal: dict[str, str] = {}
+    for key, value in (options or {}).items():
+        name = key.lower().replace("-", "_").replace(".", "_")
+        normal[_ALIASES.get(name, name)] = str(value)
+    return normal
+
+
+@dataclass(frozen=True)
+class Storage:
+    root: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, root: str, options: Mapping[str, str] | None = None) -> "Storage":
+        options = normalize_options(options)
+        if root.startswith("s3://") or root.startswith("s3a://"):
+            root = "s3://" + root.split("://", 1)[1].rstrip("/")
+            for name, env in _ENV_OPTIONS.items():
+                if name not in options and os.environ.get(env):
+                    options[name] = os.environ[env]
+            options.setdefault("conditional_put", "etag")
+            if options.get("aws_endpoint_url", "").startswith("http://"):
+                options.setdefault("aws_allow_http", "true")
+        elif "://" in root and not root.startswith("file://"):
+            raise ValueError(f"unsupported root URI {root!r}: use a local folder or s3://bucket/prefix")
+        else:
+            root = os.path.abspath(root.removeprefix("file://"))
+        return cls(root=root, options=options)
+
+    @property
+    def is_local(self) -> bool:
+        return not self.root.startswith("s3://")
+
+    def uri(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def delta_options(self) -> dict[str, str] | None:
+        return dict(self.options) if self.options else None
+
+    @cached_property
+    def fsspec(self) -> fsspec.AbstractFileSystem:
+        if self.is_local:
+            return fsspec.filesystem("file")
+        return fsspec.filesystem("s3", **_s3fs_kwargs(self.options))
+
+    @cached_property
+    def arrow_fs(self) -> pafs.FileSystem:
+        """A pyarrow filesystem for parquet reads and writes (paths from `fs_path`)."""
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fsspec))
+
+    def fs_path(self, uri: str) -> str:
+        return uri.removeprefix("s3://")
+
+    def exists(self, uri: str) -> bool:
+        return bool(self.fsspec.exists(self.fs_path(uri)))
+
+    def delete_tree(self, uri: str) -> None:
+        path = self.fs_path(uri)
+        if self.fsspec.exists(path):
+            self.fsspec.rm(path, recursive=True)
+
+    def delete_files(self, uris: list[str]) -> None:
+        for uri in uris:
+            try:
+                self.fsspec.rm(self.fs_path(uri))
+            except FileNotFoundError:
+                pass
+
+    def makedirs(self, uri: str) -> None:
+        if self.is_local:
+            os.makedirs(uri, exist_ok=True)
+
+    def open_input(self, uri: str) -> Any:
+        return self.arrow_fs.open_input_file(self.fs_path(uri))
+
+
+def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"client_kwargs": {}}
+    if "aws_endpoint_url" in options:
+        kwargs["endpoint_url"] = options["aws_endpoint_url"]
+    if "aws_region" in options:
+        kwargs["client_kwargs"]["region_name"] = options["aws_region"]
+    if "aws_access_key_id" in options:
+        kwargs["key"] = options["aws_access_key_id"]
+        kwargs["secret"] = options.get("aws_secret_access_key")
+    if "aws_session_token" in options:
+        kwargs["token"] = options["aws_session_token"]
+    # Fresh listings matter more than a directory cache: other writers add files.
+    kwargs["use_listings_cache"] = False
+    kwargs["skip_instance_cache"] = True
+    return kwargs
+
+
