@@ -138,11 +138,12 @@ class TopicWriter:
             return
         table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
         partitions = np.concatenate([p.partitions for p in accepted])
-        table = self._stamp(table, accepted)
+        table = self.stamp(table, accepted, self._timestamp_type())
         by_partition = {int(p): np.flatnonzero(partitions == p) for p in np.unique(partitions)}
         deadline = min(p.deadline for p in accepted)
         try:
             appended = self.log.append({p: table.take(rows) for p, rows in by_partition.items()}, deadline)
+            assert appended is not None
         except LakelogError as exc:
             for pending in accepted:
                 pending.future.set_exception(exc)
@@ -193,10 +194,10 @@ class TopicWriter:
             accepted.append(pending)
         return accepted
 
-    def _stamp(self, table: pa.Table, accepted: list[PendingProduce]) -> pa.Table:
+    @staticmethod
+    def stamp(table: pa.Table, accepted: list[PendingProduce], kind: TimestampType) -> pa.Table:
         """Set timestamp type, LogAppendTime, and the producer columns."""
         n = table.num_rows
-        kind = self._timestamp_type()
         table = table.set_column(2, "timestamp_type", pa.array(np.full(n, int(kind), dtype=np.int8)))
         if kind == TimestampType.LOG_APPEND_TIME:
             now = int(time.time() * 1000)

@@ -204,6 +204,32 @@ class Broker:
         future = self.produce_async(topic, records, acks, timeout_ms, producer)
         return future.result()
 
+    def append_exactly_once(self, topic: str, records: pa.Table, app_id: str, version: int,
+                            timeout_ms: int | None = None) -> ProduceResult | None:
+        """Write a batch once: committed with SetTransaction(app_id, version), skipped (None) if already there.
+
+        For writers that replay batches after a failure (the Spark sink: app id
+        = query id, version = batch id). Bypasses group commit: one call, one commit.
+        """
+        opened = self._open(topic)
+        table, explicit = arrow_to_table(records)
+        check_sizes(table, opened.meta.config.max_message_bytes)
+        partitions = opened.partitioner.assign(table.column("key").to_pylist(), explicit, opened.meta.partitions,
+                                               topic)
+        kind = opened.meta.config.timestamp_type
+        table = opened.writer.stamp(table, [PendingProduce(table, partitions, 0.0)], kind)
+        by_partition = {int(p): np.flatnonzero(partitions == p) for p in np.unique(partitions)}
+        timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
+        appended = opened.log.append({p: table.take(rows) for p, rows in by_partition.items()},
+                                     time.monotonic() + timeout, (app_id, version))
+        if appended is None:
+            return None
+        offsets = np.empty(len(partitions), dtype=np.int64)
+        for p, rows in by_partition.items():
+            offsets[rows] = appended.base_offsets[p] + np.arange(len(rows), dtype=np.int64)
+        opened._notify(appended)
+        return ProduceResult(partitions, offsets, table.column("timestamp").cast(pa.int64()).to_numpy())
+
     # ---- fetch ------------------------------------------------------------
 
     def fetch(

@@ -136,6 +136,12 @@ class TopicLog:
         with self._lock:
             return self._dt.transaction_version(partition_app_id(partition)) or 0
 
+    def app_version(self, app_id: str) -> int:
+        """The version of an application's SetTransaction in the snapshot; -1 when absent."""
+        with self._lock:
+            version = self._dt.transaction_version(app_id)
+        return -1 if version is None else version
+
     def log_start_offset(self, partition: int) -> int:
         with self._lock:
             start = self._index.partition(partition).log_start_offset
@@ -154,21 +160,30 @@ class TopicLog:
 
     # ---- append -----------------------------------------------------------
 
-    def append(self, records: dict[int, pa.Table], deadline: float) -> Appended:
+    def append(
+        self, records: dict[int, pa.Table], deadline: float, app_transaction: tuple[str, int] | None = None
+    ) -> Appended | None:
         """Commit records (TOPIC_FILE_SCHEMA without meaningful offsets) to their partitions.
 
         Offsets are assigned from the snapshot's log end offsets; on a conflict
-        with another writer they are reassigned and the files rewritten.
+        with another writer they are reassigned and the files rewritten. With
+        `app_transaction=(app_id, version)` the commit also records that
+        SetTransaction, and nothing is written (None is returned) when the
+        table already holds that app id at `version` or later: exactly once.
         """
         attempt = 0
         while True:
             attempt += 1
             with self._lock:
+                if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
+                    return None
                 bases = {p: self.log_end_offset(p) for p in records}
                 read_version = self._version
             tables = {p: _with_offsets(t, bases[p]) for p, t in records.items() if t.num_rows}
             actions, paths = self._write_files(tables, bases)
             txns = [Transaction(partition_app_id(p), bases[p] + t.num_rows) for p, t in tables.items()]
+            if app_transaction is not None:
+                txns.append(Transaction(*app_transaction))
             try:
                 with self._lock:
                     self._dt.create_write_transaction(
