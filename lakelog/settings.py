@@ -30,5 +30,15 @@ class Settings(BaseSettings):
     insecure: bool = False
     api_keys_json: str | None = Field(None, description="JSON object: API key -> principal; enables authentication")
     admin_principals: list[str] = Field(default_factory=lambda: ["admin"])
+    max_inflight_produce_bytes: int = Field(
+        256 * 1024 * 1024, ge=1, description="Produce bytes the HTTP tier holds at once; beyond it 429 (back-pressure)")
+    max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
+    shutdown_timeout_s: int = Field(30, ge=1, description="Graceful shutdown: how long in-flight requests may finish")
+    # Consumer groups
+    group_initial_rebalance_delay_ms: int = Field(
+        3000, ge=0, description="group.initial.rebalance.delay.ms: how long a new group fills before its first assignment")
+    group_min_session_timeout_ms: int = Field(1000, ge=1, description="group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = Field(1_800_000, ge=1, description="group.max.session.timeout.ms")
+    offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")
     # Spark jobs schedule in `lakelog serve` (seconds; 0 = off)
     jobs_interval_s: int = Field(300, ge=0)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, CommitProperties, Transaction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from lakelog.platform.errors import OffsetOutOfRange, RequestTimedOut, StorageUnavailable
 from lakelog.platform.index import SegmentFile, SegmentIndex
@@ -253,6 +253,36 @@ class TopicLog:
             size = self.storage.arrow_fs.get_file_info(self.storage.fs_path(uri)).size
             actions.append(AddAction(relative, size, {"partition": str(partition)}, now_ms, True, file_stats(table)))
         return actions, paths
+
+    # ---- maintenance (retention, segment roll, compaction) -------------------
+
+    def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool) -> bool:
+        """Commit files added and removed by a maintenance job, in one Delta commit.
+
+        No SetTransaction is touched, so the log end offsets do not move and
+        producers appending at the same time do not conflict. Returns False
+        (after a refresh) when a concurrent commit removed one of `removes`:
+        another job got there first, and the caller re-plans from the new snapshot.
+        """
+        now_ms = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = list(adds)
+        actions += [RemoveAction(s.path, data_change, now_ms, s.size_bytes, {"partition": str(s.partition)})
+                    for s in removes]
+        try:
+            with self._lock:
+                self._dt.create_write_transaction(
+                    actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
+                    commit_properties=CommitProperties(max_commit_retries=20),
+                )
+                self.commits += 1
+                self._dt.update_incremental()
+                self._rebuild_index()
+            return True
+        except CommitFailedError as exc:
+            self.conflicts += 1
+            log.info("maintenance commit on %s lost to a concurrent commit: %s", self.name, exc)
+            self.refresh()
+            return False
 
     # ---- read -------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Which files of a partition a roll or a compaction rewrites, decided from file statistics only.
+
+A partition's files are sorted by offset. The last file is the active segment
+(the head, still growing by new small files); every file before it is a
+closed segment. Rewrites always take a run of consecutive files, so the
+offsets a rewrite covers stay contiguous with its neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from lakelog.platform.index import SegmentFile
+
+# A file at least this fraction of segment.bytes is a finished segment: rolls
+# never rewrite it again (a rewrite of it would only add a few small files).
+FULL_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class RollGroup:
+    """Consecutive small files of one partition to merge into segments of about `target_bytes`."""
+
+    partition: int
+    inputs: tuple[SegmentFile, ...]
+    target_bytes: int
+    reason: str  # "size" or "age"
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.inputs)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """The closed, old-enough prefix of one partition: the range log compaction cleans."""
+
+    partition: int
+    inputs: tuple[SegmentFile, ...]
+    target_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.inputs)
+
+
+def closed_segments(files: Sequence[SegmentFile]) -> list[SegmentFile]:
+    """All files but the active segment (the one holding the highest offsets)."""
+    ordered = sorted(files, key=lambda f: f.min_offset)
+    return ordered[:-1]
+
+
+def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, segment_ms: int,
+              now_ms: int) -> list[RollGroup]:
+    """Groups of consecutive small files: closed once they reach `segment_bytes`, or
+    once the oldest of them is `segment_ms` old. Single files are left alone."""
+    groups: list[RollGroup] = []
+    run: list[SegmentFile] = []
+
+    def close(reason: str) -> None:
+        if len(run) > 1:
+            groups.append(RollGroup(partition, tuple(run), segment_bytes, reason))
+        run.clear()
+
+    for segment in sorted(files, key=lambda f: f.min_offset):
+        if segment.size_bytes >= segment_bytes * FULL_FRACTION:
+            close("age" if _aged(run, segment_ms, now_ms) else "none")
+            continue
+        run.append(segment)
+        if sum(f.size_bytes for f in run) >= segment_bytes:
+            close("size")
+    close("age" if _aged(run, segment_ms, now_ms) else "none")
+    return [g for g in groups if g.reason != "none"]
+
+
+def _aged(run: Sequence[SegmentFile], segment_ms: int, now_ms: int) -> bool:
+    # A run that has been open for segment.ms is rolled whatever its size, as Kafka rolls
+    # a segment whose first record is that old. The file's write time is the segment's age.
+    return bool(run) and now_ms - min(f.modification_time_ms for f in run) >= segment_ms
+
+
+def plan_compaction(partition: int, files: Sequence[SegmentFile], min_compaction_lag_ms: int,
+                    segment_bytes: int, now_ms: int) -> CompactionPlan | None:
+    """The prefix of closed segments whose records are all older than min.compaction.lag.ms."""
+    inputs: list[SegmentFile] = []
+    for segment in closed_segments(files):
+        if now_ms - segment.max_timestamp_ms < min_compaction_lag_ms:
+            break  # this and everything after it is too recent: compaction stays a prefix
+        inputs.append(segment)
+    if not inputs:
+        return None
+    return CompactionPlan(partition, tuple(inputs), segment_bytes)

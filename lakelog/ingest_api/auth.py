@@ -1,0 +1,22 @@
+"""Who is calling: a bearer API key mapped to a principal (or `anonymous` when authentication is off)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from lakelog.ingest_api.state import Services, services_of
+
+bearer = HTTPBearer(auto_error=False, description="An API key, when the server has authentication on")
+
+
+def principal(request: Request,
+              credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
+    token = credentials.credentials if credentials is not None else None
+    return services_of(request).authorizer.authenticate(token)
+
+
+Principal = Annotated[str, Depends(principal)]
+Svc = Annotated[Services, Depends(services_of)]

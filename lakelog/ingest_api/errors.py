@@ -1,0 +1,160 @@
+"""Every error the HTTP tier answers, mapped in this one place.
+
+The body is always `{"error_code", "message", "retriable"}` with Kafka's error
+name where one fits; 503 answers carry `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from lakelog.platform import acl
+from lakelog.platform import errors as core
+from lakelog.platform.groups import errors as groups
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = "1"
+
+
+class MalformedRequest(core.LakelogError):
+    """The body is not valid JSON, NDJSON, Arrow IPC or base64."""
+
+    code = "INVALID_REQUEST"
+
+
+class SchemaViolation(core.LakelogError):
+    """Well-formed, but not the shape the endpoint takes (unknown field, wrong type, bad value)."""
+
+    code = "INVALID_REQUEST"
+
+
+class BodyTooLarge(core.LakelogError):
+    code = "RECORD_LIST_TOO_LARGE"
+
+
+class UnsupportedMediaType(core.LakelogError):
+    code = "INVALID_REQUEST"
+
+
+class Throttled(core.LakelogError):
+    code = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+
+
+class ShuttingDown(core.LakelogError):
+    code = "BROKER_NOT_AVAILABLE"
+    retriable = True
+
+
+# Most specific first: the first class the error is an instance of decides.
+STATUS: list[tuple[type[core.LakelogError], int]] = [
+    (MalformedRequest, 400),
+    (SchemaViolation, 422),
+    (UnsupportedMediaType, 415),
+    (BodyTooLarge, 413),
+    (core.RecordTooLarge, 413),
+    (Throttled, 429),
+    (acl.AuthenticationFailed, 401),
+    (acl.TopicAuthorizationFailed, 403),
+    (acl.GroupAuthorizationFailed, 403),
+    (acl.ClusterAuthorizationFailed, 403),
+    (core.UnknownTopicOrPartition, 404),
+    (groups.UnknownMemberId, 404),
+    (groups.GroupIdNotFound, 404),
+    (core.TopicAlreadyExists, 409),
+    (core.OffsetOutOfRange, 409),
+    (core.OutOfOrderSequence, 409),
+    (core.DuplicateSequence, 409),
+    (core.InvalidProducerEpoch, 409),
+    (groups.IllegalGeneration, 409),
+    (groups.FencedInstanceId, 409),
+    (groups.RebalanceInProgress, 409),
+    (groups.NonEmptyGroup, 409),
+    (groups.InconsistentGroupProtocol, 409),
+    (groups.NoOffsetForPartition, 409),
+    (core.InvalidTopic, 422),
+    (core.InvalidPartitions, 422),
+    (core.InvalidConfig, 422),
+    (core.InvalidRecord, 422),
+    (core.InvalidRequest, 422),
+    (groups.InvalidSessionTimeout, 422),
+    (groups.InvalidGroupId, 422),
+    (core.RequestTimedOut, 503),
+    (core.StorageUnavailable, 503),
+    (core.NotEnoughReplicas, 503),
+    (core.BrokerClosed, 503),
+    (ShuttingDown, 503),
+]
+
+
+def status_of(error: core.LakelogError) -> int:
+    for kind, status in STATUS:
+        if isinstance(error, kind):
+            return status
+    return 503 if error.retriable else 500
+
+
+def error_response(status: int, code: str, message: str, retriable: bool, **extra: Any) -> Response:
+    headers = {}
+    if status == 503 or status == 429:
+        headers["Retry-After"] = RETRY_AFTER_S
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    body = {"error_code": code, "message": message, "retriable": retriable, **extra}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def lakelog_error_response(error: core.LakelogError) -> Response:
+    extra: dict[str, Any] = {}
+    if isinstance(error, core.OffsetOutOfRange):
+        extra = {"log_start_offset": error.log_start_offset, "log_end_offset": error.log_end_offset}
+    status = status_of(error)
+    return error_response(status, error.code, error.message, error.retriable or status == 503, **extra)
+
+
+def validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    """Malformed JSON is a 400; anything else pydantic refuses is a 422."""
+    problems = []
+    for error in exc.errors()[:5]:
+        if error.get("type") == "json_invalid":
+            return 400, f"malformed JSON: {error.get('ctx', {}).get('error', error.get('msg'))}"
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        problems.append(f"{where or 'body'}: {error.get('msg')}")
+    return 422, "; ".join(problems) or "invalid request"
+
+
+def install(app: FastAPI, on_error: Any = None) -> None:
+    """Register the handlers; `on_error(code)` counts errors by code."""
+
+    def counted(response: Response, code: str) -> Response:
+        if on_error is not None:
+            on_error(code)
+        return response
+
+    @app.exception_handler(core.LakelogError)
+    async def _lakelog(_: Request, exc: core.LakelogError) -> Response:
+        return counted(lakelog_error_response(exc), exc.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> Response:
+        status, message = validation_message(exc)
+        return counted(error_response(status, "INVALID_REQUEST", message, False), "INVALID_REQUEST")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "INVALID_REQUEST")
+        return counted(error_response(exc.status_code, code, str(exc.detail), False), code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        log.exception("unexpected error")
+        return counted(error_response(500, "UNKNOWN_SERVER_ERROR", f"unexpected error: {type(exc).__name__}", False),
+                       "UNKNOWN_SERVER_ERROR")

@@ -1,0 +1,274 @@
+"""Request and response bodies of the native API (pydantic; unknown fields are refused with 422).
+
+The produce and fetch record lists are documented here but parsed and
+rendered in bulk by `codec.py` (orjson + Arrow), never one model per record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Format = Literal["json", "string", "base64"]
+Assignor = Literal["range", "roundrobin", "cooperative-sticky"]
+Reset = Literal["earliest", "latest", "none"]
+Operation = Literal["read", "write", "describe", "create", "delete", "alter", "all"]
+
+MAX_INT64 = 2**63 - 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Loose(BaseModel):
+    """Kafka-style dotted names (`session.timeout.ms`) as aliases, Python names also accepted."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# ---- topics --------------------------------------------------------------------
+
+
+class CreateTopic(Strict):
+    name: str = Field(..., min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
+    partitions: int = Field(1, ge=1, le=10_000)
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"name": "orders", "partitions": 3, "config": {"retention.ms": "604800000"}}]})
+
+
+class TopicSummary(Strict):
+    name: str
+    partitions: int
+
+
+class TopicList(Strict):
+    topics: list[TopicSummary]
+
+
+class PartitionInfo(Strict):
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+
+
+class TopicDetail(Strict):
+    name: str
+    partitions: list[PartitionInfo]
+    config: dict[str, Any]
+
+
+class AlterConfig(Strict):
+    config: dict[str, str | int | float | bool] = Field(..., min_length=1)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"config": {"retention.ms": "3600000"}}]})
+
+
+class AddPartitions(Strict):
+    partitions: int = Field(..., ge=1, le=10_000, description="The new total number of partitions")
+
+
+class Deleted(Strict):
+    deleted: str
+
+
+# ---- produce / fetch -------------------------------------------------------------
+
+
+class Header(Strict):
+    key: str
+    value: str | None = None
+
+
+class ProduceRecord(Strict):
+    key: Any = None
+    value: Any = None
+    headers: list[Header] | None = None
+    partition: int | None = Field(None, ge=0, le=2**31 - 1)
+    timestamp: int | None = Field(None, ge=0, le=MAX_INT64)
+
+
+class ProduceRequest(Strict):
+    records: list[ProduceRecord] = Field(..., min_length=1)
+    key_format: Format = "string"
+    value_format: Format = "string"
+    producer_id: int | None = Field(None, ge=0, le=MAX_INT64)
+    producer_epoch: int | None = Field(None, ge=0, le=32767)
+    sequence: int | None = Field(None, ge=0, le=2**31 - 1)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "records": [{"key": "user-1", "value": "hello"}, {"value": "world", "headers": [{"key": "h", "value": "v"}]}],
+    }, {"value_format": "json", "records": [{"key": "o-1", "value": {"amount": 12.5}}]}]})
+
+
+class RecordOffset(Strict):
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProduceResponse(Strict):
+    offsets: list[RecordOffset]
+
+
+class FetchedRecord(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any = None
+    value: Any = None
+    headers: list[dict[str, Any]] = Field(default_factory=list)
+    key_encoding: Literal["base64"] | None = None
+    value_encoding: Literal["base64"] | None = None
+
+
+class FetchResponse(BaseModel):
+    records: list[FetchedRecord]
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    next_offset: int | None = None
+    generation: int | None = None
+
+
+class OffsetAnswer(Strict):
+    topic: str
+    partition: int
+    spec: str
+    offset: int
+
+
+# ---- groups -----------------------------------------------------------------------
+
+
+class JoinGroup(Loose):
+    topics: list[str] | None = Field(None, min_length=1)
+    pattern: str | None = Field(None, min_length=1, max_length=1000)
+    session_timeout_ms: int = Field(45_000, alias="session.timeout.ms", ge=1, le=2**31 - 1)
+    max_poll_interval_ms: int = Field(300_000, alias="max.poll.interval.ms", ge=1, le=2**31 - 1)
+    auto_offset_reset: Reset = Field("latest", alias="auto.offset.reset")
+    enable_auto_commit: bool = Field(True, alias="enable.auto.commit")
+    group_instance_id: str | None = Field(None, alias="group.instance.id", min_length=1, max_length=249,
+                                          pattern=r"^[a-zA-Z0-9._-]+$")
+    assignor: Assignor = "range"
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra={"examples": [{
+        "topics": ["orders"], "session.timeout.ms": 10000, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "assignor": "cooperative-sticky"}]})
+
+
+class Joined(Strict):
+    member_id: str
+    generation: int
+
+
+class TopicPartitionModel(Strict):
+    topic: str
+    partition: int
+
+
+class HeartbeatResponse(Strict):
+    generation: int
+    assignment: list[TopicPartitionModel]
+    revoke: list[TopicPartitionModel]
+    state: str
+
+
+class OffsetEntry(Strict):
+    topic: str = Field(..., min_length=1, max_length=249)
+    partition: int = Field(..., ge=0, le=2**31 - 1)
+    offset: int = Field(..., ge=0, le=MAX_INT64, description="The next offset to read, as in Kafka")
+    metadata: str | None = Field(None, max_length=4096)
+
+
+class CommitOffsets(Strict):
+    member_id: str | None = Field(None, description="Omit (with generation -1) to commit for a group without members")
+    generation: int = Field(-1, ge=-1, le=2**31 - 1)
+    offsets: list[OffsetEntry] = Field(..., min_length=1)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "member_id": "member-0123456789abcdef", "generation": 1,
+        "offsets": [{"topic": "orders", "partition": 0, "offset": 42}]}]})
+
+
+class CommittedEntry(Strict):
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+    lag: int | None = None
+
+
+class GroupOffsets(Strict):
+    group: str
+    offsets: list[CommittedEntry]
+
+
+class ResetOffsets(Strict):
+    to: Literal["earliest", "latest", "timestamp", "explicit"]
+    topics: list[str] | None = Field(None, min_length=1)
+    timestamp: int | None = Field(None, ge=0, le=MAX_INT64)
+    offsets: list[OffsetEntry] | None = Field(None, min_length=1)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"to": "earliest", "topics": ["orders"]}, {"to": "timestamp", "timestamp": 1700000000000}]})
+
+
+class MemberDescription(Strict):
+    member_id: str
+    group_instance_id: str | None
+    assignment: list[TopicPartitionModel]
+    revoking: list[TopicPartitionModel]
+    topics: list[str]
+    pattern: str | None
+    last_heartbeat_ms_ago: int
+
+
+class GroupDescription(Strict):
+    group: str
+    state: str
+    generation: int
+    assignor: str | None
+    members: list[MemberDescription]
+    offsets: list[CommittedEntry]
+
+
+class GroupSummary(Strict):
+    group: str
+    state: str
+
+
+class GroupList(Strict):
+    groups: list[GroupSummary]
+
+
+# ---- ACLs ----------------------------------------------------------------------------
+
+
+class AclModel(Strict):
+    principal: str = Field(..., min_length=1, max_length=256)
+    resource_type: Literal["topic", "group"]
+    pattern_type: Literal["literal", "prefixed"] = "literal"
+    resource_name: str = Field(..., min_length=1, max_length=249)
+    operation: Operation
+    permission: Literal["allow", "deny"] = "allow"
+
+
+class AclList(Strict):
+    acls: list[AclModel]
+
+
+class AclCreate(Strict):
+    acls: list[AclModel] = Field(..., min_length=1, max_length=1000)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"acls": [{
+        "principal": "alice", "resource_type": "topic", "pattern_type": "prefixed", "resource_name": "orders",
+        "operation": "write", "permission": "allow"}]}]})
+
+
+class Health(Strict):
+    status: str

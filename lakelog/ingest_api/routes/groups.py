@@ -1,0 +1,173 @@
+"""Consumer groups: join, heartbeat, poll, commit, leave, describe, reset offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+from starlette.responses import Response
+
+from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.errors import SchemaViolation
+from lakelog.ingest_api.models import (
+    CommitOffsets,
+    CommittedEntry,
+    FetchResponse,
+    GroupDescription,
+    GroupList,
+    GroupOffsets,
+    GroupSummary,
+    HeartbeatResponse,
+    JoinGroup,
+    Joined,
+    MemberDescription,
+    ResetOffsets,
+    TopicPartitionModel,
+)
+from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
+from lakelog.ingest_api.state import Services, blocking
+from lakelog.platform.groups import CommittedOffset, JoinOptions
+
+router = APIRouter(prefix="/v1/groups", tags=["consumer groups"])
+GroupId = Annotated[str, Path(min_length=1, max_length=249, description="Group id")]
+MemberId = Annotated[str, Path(min_length=1, max_length=300, description="Member id from the join answer")]
+
+
+def tps(pairs: list[tuple[str, int]]) -> list[TopicPartitionModel]:
+    return [TopicPartitionModel(topic=t, partition=p) for t, p in pairs]
+
+
+def entries(offsets: dict[tuple[str, int], CommittedOffset], lag: dict[tuple[str, int], int],
+            visible: object = None) -> list[CommittedEntry]:
+    return [CommittedEntry(topic=t, partition=p, offset=c.offset, metadata=c.metadata, lag=lag.get((t, p)))
+            for (t, p), c in sorted(offsets.items()) if visible is None or visible(t)]  # type: ignore[operator]
+
+
+@router.get("", response_model=GroupList, summary="List groups (those the caller may describe)")
+async def list_groups(services: Svc, principal: Principal) -> GroupList:
+    allowed = services.authorizer.allowed
+    return GroupList(groups=[GroupSummary(group=g, state=s) for g, s in services.coordinator.list_groups()
+                             if allowed(principal, "describe", "group", g)])
+
+
+@router.post("/{group}/members", response_model=Joined, status_code=201,
+             summary="Join a group; answers the member id and the generation")
+async def join(group: GroupId, body: JoinGroup, services: Svc, principal: Principal) -> Joined:
+    authorizer = services.authorizer
+    authorizer.check(principal, "read", "group", group)
+    for topic in body.topics or []:
+        authorizer.check(principal, "read", "topic", topic)
+        await blocking(services.broker.topic, topic)  # unknown topic: 404, nothing joined
+    options = JoinOptions(
+        topics=tuple(body.topics or ()), pattern=body.pattern, session_timeout_ms=body.session_timeout_ms,
+        max_poll_interval_ms=body.max_poll_interval_ms, auto_offset_reset=body.auto_offset_reset,
+        enable_auto_commit=body.enable_auto_commit, group_instance_id=body.group_instance_id, assignor=body.assignor,
+        can_read=None if not authorizer.enabled else (lambda t: authorizer.allowed(principal, "read", "topic", t)),
+    )
+    member_id, generation = await blocking(services.coordinator.join, group, options)
+    return Joined(member_id=member_id, generation=generation)
+
+
+@router.post("/{group}/members/{member}/heartbeat", response_model=HeartbeatResponse,
+             summary="Keep the member alive; answers the generation, the assignment and partitions to revoke")
+async def heartbeat(group: GroupId, member: MemberId, services: Svc, principal: Principal) -> HeartbeatResponse:
+    services.authorizer.check(principal, "read", "group", group)
+    beat = services.coordinator.heartbeat(group, member)
+    return HeartbeatResponse(generation=beat.generation, assignment=tps(beat.assignment), revoke=tps(beat.revoke),
+                             state=beat.state)
+
+
+@router.get("/{group}/members/{member}/records", response_model=FetchResponse,
+            summary="Poll the member's partitions fairly (long poll with timeout_ms)",
+            responses={200: {"content": {"application/vnd.apache.arrow.stream": {}}}})
+async def poll(
+    group: GroupId,
+    member: MemberId,
+    services: Svc,
+    principal: Principal,
+    max_records: Annotated[int, Query(ge=1, le=100_000)] = 500,
+    max_bytes: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    timeout_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    key_format: FormatQ = "string",
+    value_format: FormatQ = "string",
+    format: Literal["json", "arrow"] = "json",
+) -> Response:
+    started = time.perf_counter()
+    services.authorizer.check(principal, "read", "group", group)
+    wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
+    result = await blocking(services.coordinator.poll, group, member, max_records, max_bytes, wait)
+    record_fetch(services, result.results, "poll", started)
+    return records_response(result.results, key_format, value_format, format, {"generation": result.generation})
+
+
+@router.delete("/{group}/members/{member}", status_code=204, summary="Leave the group")
+async def leave(group: GroupId, member: MemberId, services: Svc, principal: Principal) -> Response:
+    services.authorizer.check(principal, "read", "group", group)
+    services.coordinator.leave(group, member)
+    return Response(status_code=204)
+
+
+@router.post("/{group}/offsets", response_model=GroupOffsets,
+             summary="Commit offsets (the next offset to read); answered once durable")
+async def commit(group: GroupId, body: CommitOffsets, services: Svc, principal: Principal) -> GroupOffsets:
+    services.authorizer.check(principal, "read", "group", group)
+    for topic in sorted({o.topic for o in body.offsets}):
+        services.authorizer.check(principal, "read", "topic", topic)
+    offsets = [(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
+    future = await blocking(services.coordinator.commit, group, body.member_id, body.generation, offsets)
+    await await_durable(services, future)
+    committed = services.coordinator.committed(group)
+    wanted = {(o.topic, o.partition) for o in body.offsets}
+    return GroupOffsets(group=group, offsets=entries({k: v for k, v in committed.items() if k in wanted}, {}))
+
+
+async def await_durable(services: Services, future: object) -> None:
+    await asyncio.shield(asyncio.wrap_future(future))  # type: ignore[arg-type]
+
+
+@router.get("/{group}/offsets", response_model=GroupOffsets, summary="Committed offsets and lag")
+async def committed_offsets(group: GroupId, services: Svc, principal: Principal) -> GroupOffsets:
+    services.authorizer.check(principal, "describe", "group", group)
+    view = await blocking(services.coordinator.describe, group)
+    visible = lambda t: services.authorizer.allowed(principal, "describe", "topic", t)  # noqa: E731
+    return GroupOffsets(group=group, offsets=entries(view.offsets, view.lag, visible))
+
+
+@router.get("/{group}", response_model=GroupDescription, summary="Members, assignment, state, offsets and lag")
+async def describe_group(group: GroupId, services: Svc, principal: Principal) -> GroupDescription:
+    services.authorizer.check(principal, "describe", "group", group)
+    view = await blocking(services.coordinator.describe, group)
+    visible = lambda t: services.authorizer.allowed(principal, "describe", "topic", t)  # noqa: E731
+    return GroupDescription(
+        group=view.group, state=view.state, generation=view.generation, assignor=view.assignor,
+        members=[MemberDescription(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                   assignment=tps(m.assignment), revoking=tps(m.revoking), topics=m.subscription,
+                                   pattern=m.pattern, last_heartbeat_ms_ago=m.last_heartbeat_ms_ago)
+                 for m in view.members],
+        offsets=entries(view.offsets, view.lag, visible),
+    )
+
+
+@router.post("/{group}/offsets/reset", response_model=GroupOffsets,
+             summary="Reset an empty group's offsets: earliest, latest, timestamp or explicit")
+async def reset_offsets(group: GroupId, body: ResetOffsets, services: Svc, principal: Principal) -> GroupOffsets:
+    services.authorizer.check(principal, "read", "group", group)
+    topics = body.topics or [o.topic for o in body.offsets or []]
+    for topic in sorted(set(topics)):
+        services.authorizer.check(principal, "read", "topic", topic)
+    explicit = None
+    spec: str | int | None = body.to
+    if body.to == "explicit":
+        if not body.offsets:
+            raise SchemaViolation("to=explicit needs 'offsets'")
+        explicit = [(o.topic, o.partition, o.offset) for o in body.offsets]
+    elif body.to == "timestamp":
+        if body.timestamp is None:
+            raise SchemaViolation("to=timestamp needs 'timestamp' (ms)")
+        spec = body.timestamp
+    future = await blocking(services.coordinator.reset_offsets, group, spec, body.topics, explicit)
+    await await_durable(services, future)
+    view = await blocking(services.coordinator.describe, group)
+    return GroupOffsets(group=group, offsets=entries(view.offsets, view.lag))

@@ -1,0 +1,178 @@
+"""Produce (JSON, NDJSON, Arrow IPC) and fetch by partition and offset (long polling)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Literal
+
+import orjson
+from fastapi import APIRouter, Header, Path, Query, Request
+from starlette.responses import Response
+
+from lakelog.ingest_api import codec
+from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
+from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
+from lakelog.ingest_api.state import Services, blocking, read_body
+from lakelog.platform.errors import RequestTimedOut
+from lakelog.platform.records import FetchResult, ProduceResult
+from lakelog.schemas import TOPIC_SCHEMA
+
+router = APIRouter(prefix="/v1/topics", tags=["records"])
+TopicName = Annotated[str, Path(min_length=1, max_length=249)]
+PartitionId = Annotated[int, Path(ge=0, le=2**31 - 1)]
+FormatQ = Literal["json", "string", "base64"]
+GRACE_S = 5.0
+
+PRODUCE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ProduceRequest"}},
+            codec.NDJSON: {"schema": {"type": "string"},
+                           "example": '{"key": "k1", "value": "v1"}\n{"key": "k2", "value": "v2"}\n'},
+            codec.ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def json_response(payload: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+@router.post(
+    "/{topic}/records",
+    response_model=ProduceResponse,
+    openapi_extra=PRODUCE_BODY,
+    summary="Produce records; answers one {partition, offset, timestamp} per record, in order",
+    responses={404: {"description": "Unknown topic or partition"}, 413: {"description": "Record or body too large"}},
+)
+async def produce(
+    topic: TopicName,
+    request: Request,
+    services: Svc,
+    principal: Principal,
+    acks: Annotated[Literal["0", "1", "all", "-1"], Query(description="0, 1 or all")] = "1",
+    timeout_ms: Annotated[int | None, Query(ge=1, le=300_000)] = None,
+    key_format: Annotated[FormatQ, Query(description="NDJSON bodies: how keys are written")] = "string",
+    value_format: Annotated[FormatQ, Query(description="NDJSON bodies: how values are written")] = "string",
+    producer_id: Annotated[int | None, Query(ge=0, le=2**62 - 1)] = None,
+    producer_epoch: Annotated[int | None, Query(ge=0, le=32767)] = None,
+    sequence: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)] = None,
+) -> Response:
+    started = time.perf_counter()
+    services.authorizer.check(principal, "write", "topic", topic)
+    body = await read_body(request, services.settings.max_request_bytes)
+    parsed = parse_body(request.headers.get("content-type", "application/json"), body, key_format, value_format)
+    query_producer = {k: v for k, v in (("producer_id", producer_id), ("producer_epoch", producer_epoch),
+                                        ("sequence", sequence)) if v is not None}
+    if query_producer and parsed.producer:
+        raise SchemaViolation("give the producer fields either in the query or in the body, not both")
+    producer = codec.producer_batch(query_producer or parsed.producer, idempotency_key)
+    services.reserve(len(body))
+    try:
+        result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer)
+    finally:
+        services.release(len(body))
+    metrics = services.metrics
+    metrics.topics_seen.add(topic)
+    metrics.produce_records.labels(topic).inc(len(result))
+    metrics.produce_bytes.labels(topic).inc(len(body))
+    metrics.produce_latency.labels(acks).observe(time.perf_counter() - started)
+    return json_response({"offsets": offsets_payload(result)})
+
+
+def parse_body(content_type: str, body: bytes, key_format: str, value_format: str) -> codec.ParsedProduce:
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in ("application/json", ""):
+        return codec.parse_json_body(body)
+    if media in (codec.NDJSON, "application/jsonl", "application/ndjson"):
+        return codec.parse_ndjson_body(body, key_format, value_format)
+    if media in (codec.ARROW_STREAM, "application/vnd.apache.arrow.file"):
+        return codec.parse_arrow_body(body)
+    raise UnsupportedMediaType(
+        f"unsupported content type {media!r}: use application/json, {codec.NDJSON} or {codec.ARROW_STREAM}")
+
+
+async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str,
+                           timeout_ms: int | None, producer: object) -> ProduceResult:
+    if topic not in services.open_topics:  # first use opens the topic's table: storage I/O, off the event loop
+        await blocking(services.broker.topic, topic)
+        services.open_topics.add(topic)
+    future = services.broker.produce_async(topic, parsed.table, acks, timeout_ms, producer)  # type: ignore[arg-type]
+    deadline = (timeout_ms or services.settings.request_timeout_ms) / 1000 + GRACE_S
+    try:  # shield: the flush thread owns the future; never cancel it from here
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline)
+    except asyncio.TimeoutError:
+        raise RequestTimedOut(f"no answer from storage within {deadline:.0f} s; the outcome is unknown, "
+                              "retry with the same Idempotency-Key or producer sequence") from None
+
+
+def offsets_payload(result: ProduceResult) -> list[dict[str, int]]:
+    return [{"partition": p, "offset": o, "timestamp": t} for p, o, t in
+            zip(result.partitions.tolist(), result.offsets.tolist(), result.timestamps_ms.tolist())]
+
+
+@router.get(
+    "/{topic}/partitions/{partition}/records",
+    response_model=FetchResponse,
+    summary="Fetch records from an offset (long poll with timeout_ms); format=arrow answers an Arrow IPC stream",
+    responses={200: {"content": {codec.ARROW_STREAM: {}}}},
+)
+async def fetch(
+    topic: TopicName,
+    partition: PartitionId,
+    services: Svc,
+    principal: Principal,
+    offset: Annotated[int, Query(ge=0, le=2**63 - 1)],
+    max_records: Annotated[int, Query(ge=1, le=100_000)] = 500,
+    max_bytes: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    timeout_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    key_format: FormatQ = "string",
+    value_format: FormatQ = "string",
+    format: Literal["json", "arrow"] = "json",
+) -> Response:
+    started = time.perf_counter()
+    services.authorizer.check(principal, "read", "topic", topic)
+    wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
+    result: FetchResult = await blocking(services.broker.fetch, topic, partition, offset, max_records, max_bytes, wait)
+    record_fetch(services, [result], "fetch", started)
+    extra = {"high_watermark": result.high_watermark, "log_start_offset": result.log_start_offset,
+             "next_offset": result.next_offset if result.next_offset is not None else offset}
+    return records_response([result], key_format, value_format, format, extra)
+
+
+def record_fetch(services: Services, results: list[FetchResult], kind: str, started: float) -> None:
+    metrics = services.metrics
+    for result in results:
+        if result.records.num_rows:
+            metrics.fetch_records.labels(result.topic).inc(result.records.num_rows)
+            metrics.fetch_bytes.labels(result.topic).inc(result.records.nbytes)
+    metrics.fetch_latency.labels(kind).observe(time.perf_counter() - started)
+
+
+def records_response(results: list[FetchResult], key_format: str, value_format: str, fmt: str,
+                     extra: dict[str, object]) -> Response:
+    if fmt == "arrow":
+        headers = {f"X-Lakelog-{k.replace('_', '-').title()}": str(v) for k, v in extra.items() if v is not None}
+        return Response(codec.arrow_stream(results, TOPIC_SCHEMA), media_type=codec.ARROW_STREAM, headers=headers)
+    return json_response({"records": codec.render_records(results, key_format, value_format), **extra})
+
+
+@router.get("/{topic}/partitions/{partition}/offsets", response_model=OffsetAnswer,
+            summary="The earliest or latest offset, or the earliest offset at or after a timestamp (ms)")
+async def list_offset(
+    topic: TopicName,
+    partition: PartitionId,
+    services: Svc,
+    principal: Principal,
+    spec: Annotated[str, Query(pattern=r"^(earliest|latest|[0-9]{1,18})$",
+                               description="earliest, latest or a timestamp in ms")] = "latest",
+) -> OffsetAnswer:
+    services.authorizer.check(principal, "describe", "topic", topic)
+    value = spec if spec in ("earliest", "latest") else int(spec)
+    offset = await blocking(services.broker.list_offset, topic, partition, value)
+    return OffsetAnswer(topic=topic, partition=partition, spec=spec, offset=offset)

@@ -1,0 +1,71 @@
+"""What one server holds while it runs: the broker, the group coordinator, ACLs, metrics, back-pressure."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+
+from lakelog.ingest_api.errors import BodyTooLarge, ShuttingDown, Throttled
+from lakelog.ingest_api.metrics import Metrics
+from lakelog.platform import Broker
+from lakelog.platform.acl import AclStore, Authorizer
+from lakelog.platform.groups import GroupCoordinator
+from lakelog.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    broker: Broker
+    coordinator: GroupCoordinator
+    acls: AclStore
+    authorizer: Authorizer
+    metrics: Metrics
+    inflight_bytes: int = 0
+    open_topics: set[str] = field(default_factory=set)
+    closing: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reserve(self, size: int) -> None:
+        """Back-pressure: refuse produce bodies beyond `max_inflight_produce_bytes` held at once."""
+        with self._lock:
+            if self.closing:
+                raise ShuttingDown("the server is shutting down")
+            if self.inflight_bytes and self.inflight_bytes + size > self.settings.max_inflight_produce_bytes:
+                raise Throttled(f"{self.inflight_bytes} bytes of produce requests are in flight, the limit "
+                                f"(max_inflight_produce_bytes) is {self.settings.max_inflight_produce_bytes}; retry")
+            self.inflight_bytes += size
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self.inflight_bytes -= size
+
+
+def services_of(request: Request) -> Services:
+    services: Services | None = getattr(request.app.state, "services", None)
+    if services is None:
+        raise ShuttingDown("the server is not ready")
+    return services
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 (naming the limit) as soon as it passes `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"the request body is {declared} bytes, over the limit (max_request_bytes) of "
+                           f"{limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body is over the limit (max_request_bytes) of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def blocking(func, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a blocking core call (storage I/O, long poll) on a worker thread."""
+    return await run_in_threadpool(func, *args, **kwargs)

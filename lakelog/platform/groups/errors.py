@@ -1,0 +1,52 @@
+"""Errors of the consumer-group coordinator, with Kafka's error names."""
+
+from __future__ import annotations
+
+from lakelog.platform.errors import LakelogError
+
+
+class IllegalGeneration(LakelogError):
+    """A commit or call carries a generation other than the group's current one."""
+
+    code = "ILLEGAL_GENERATION"
+
+
+class UnknownMemberId(LakelogError):
+    code = "UNKNOWN_MEMBER_ID"
+
+
+class FencedInstanceId(LakelogError):
+    """A static member's old member id: a newer instance with the same group.instance.id replaced it."""
+
+    code = "FENCED_INSTANCE_ID"
+
+
+class RebalanceInProgress(LakelogError):
+    code = "REBALANCE_IN_PROGRESS"
+    retriable = True
+
+
+class GroupIdNotFound(LakelogError):
+    code = "GROUP_ID_NOT_FOUND"
+
+
+class NonEmptyGroup(LakelogError):
+    code = "NON_EMPTY_GROUP"
+
+
+class InconsistentGroupProtocol(LakelogError):
+    code = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidSessionTimeout(LakelogError):
+    code = "INVALID_SESSION_TIMEOUT"
+
+
+class InvalidGroupId(LakelogError):
+    code = "INVALID_GROUP_ID"
+
+
+class NoOffsetForPartition(LakelogError):
+    """No committed offset and `auto.offset.reset=none`, or the committed offset is out of range."""
+
+    code = "OFFSET_OUT_OF_RANGE"

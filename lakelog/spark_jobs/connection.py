@@ -1,0 +1,54 @@
+"""Connection options of the data source and the jobs: `lakelog.root` and `lakelog.storage.<option>`.
+
+As Spark's Kafka source takes `kafka.bootstrap.servers`, lakelog takes its
+root URI and storage options under a `lakelog.` prefix. Python workers are
+separate processes, so everything they need travels in these options.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from lakelog.platform import Broker, Storage
+from lakelog.platform.errors import InvalidConfig
+from lakelog.settings import Settings
+
+ROOT_OPTION = "lakelog.root"
+STORAGE_PREFIX = "lakelog.storage."
+
+_storages: dict[tuple, Storage] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Connection:
+    root: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> "Connection":
+        lowered = {str(k).lower(): str(v) for k, v in options.items()}
+        root = lowered.get(ROOT_OPTION)
+        if not root:
+            raise InvalidConfig(f"option {ROOT_OPTION!r} is required: the lakelog root URI (a folder or s3://...)")
+        storage = {k[len(STORAGE_PREFIX):]: v for k, v in lowered.items() if k.startswith(STORAGE_PREFIX)}
+        return cls(root, storage)
+
+    def to_options(self) -> dict[str, str]:
+        options = {ROOT_OPTION: self.root}
+        options.update({STORAGE_PREFIX + k: v for k, v in self.storage_options.items()})
+        return options
+
+    def storage(self) -> Storage:
+        """One Storage per process and connection: Python workers are reused across tasks."""
+        key = (self.root, tuple(sorted(self.storage_options.items())))
+        with _lock:
+            opened = _storages.get(key)
+            if opened is None:
+                opened = _storages[key] = Storage.open(self.root, self.storage_options)
+            return opened
+
+    def broker(self) -> Broker:
+        return Broker(Settings(root=self.root, storage=dict(self.storage_options)))

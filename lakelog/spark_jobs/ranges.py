@@ -1,0 +1,96 @@
+"""Offset ranges to read, planned on the driver from the segment index (Delta file stats).
+
+A range is [start, end) of one topic-partition plus the files that hold it,
+so an executor reads parquet directly, without opening the Delta log. Offsets
+removed by retention before they were read are data loss: an error when
+`failOnDataLoss` is true, skipped with a warning when false. Gaps left by log
+compaction are normal and never reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+
+from lakelog.platform import Broker
+from lakelog.platform.errors import OffsetOutOfRange
+from lakelog.platform.index import SegmentFile
+from lakelog.spark_jobs.options import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class DataLoss(OffsetOutOfRange):
+    """Offsets a query still had to read were removed (retention) before it read them."""
+
+
+@dataclass(frozen=True)
+class FileRef:
+    path: str  # relative to the table root
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+    table_uri: str
+    files: tuple[FileRef, ...]
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def check_data_loss(topic: str, partition: int, start: int, log_start: int, log_end: int,
+                    fail_on_data_loss: bool) -> int:
+    """The offset to read from: `start`, or the log start when records before it were removed."""
+    if start >= log_start:
+        return start
+    message = (f"offsets {start}..{log_start - 1} of {topic}-{partition} were removed (retention) before they "
+               f"were read; the log now starts at {log_start}. Some data may have been lost. If you want the "
+               f"query to go on past missing data, set the option failOnDataLoss to false.")
+    if fail_on_data_loss:
+        raise DataLoss(message, log_start, log_end)
+    log.warning(message)
+    return log_start
+
+
+def plan_ranges(broker: Broker, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+                fail_on_data_loss: bool, min_partitions: int | None = None) -> list[OffsetRange]:
+    ranges = []
+    for (topic, partition), end in sorted(ends.items()):
+        topic_log = broker.topic_log(topic)
+        start = starts.get((topic, partition), topic_log.log_start_offset(partition))
+        start = check_data_loss(topic, partition, start, topic_log.log_start_offset(partition),
+                                topic_log.log_end_offset(partition), fail_on_data_loss)
+        if end <= start:
+            continue
+        files = _files(topic_log.segments(partition), start, end)
+        ranges.append(OffsetRange(topic, partition, start, end, topic_log.uri, files))
+    return split_ranges(ranges, min_partitions)
+
+
+def _files(segments: list[SegmentFile], start: int, end: int) -> tuple[FileRef, ...]:
+    return tuple(FileRef(s.path, s.min_offset, s.max_offset) for s in segments
+                 if s.max_offset >= start and s.min_offset < end)
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Split large ranges so there are at least `min_partitions` tasks (as Kafka's range calculator)."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    out: list[OffsetRange] = []
+    for r in ranges:
+        parts = max(1, min(r.size, math.ceil(r.size / total * min_partitions)))
+        step = r.size / parts
+        bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
+        for lo, hi in zip(bounds, bounds[1:]):
+            out.append(replace(r, start=lo, end=hi, files=tuple(f for f in r.files
+                                                                if f.max_offset >= lo and f.min_offset < hi)))
+    return out

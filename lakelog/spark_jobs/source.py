@@ -1,0 +1,178 @@
+"""The `lakelog` data source: batch and streaming reads in the schema of Spark's Kafka source.
+
+Built on PySpark's Python data source API (Spark 4.0+): no JVM jars. The
+driver plans offset ranges from the segment index; executors read the
+parquet files of their range with pyarrow and return Arrow batches.
+Spark 4.0 has no filter pushdown for Python sources, so the offset options
+(`startingOffsets`, `endingOffsets`, timestamps) are what prunes files.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from lakelog.platform import Broker
+from lakelog.spark_jobs.options import SourceOptions, TopicPartition
+from lakelog.spark_jobs.ranges import OffsetRange, plan_ranges
+from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, read_range
+
+log = logging.getLogger(__name__)
+
+
+class RangePartition(InputPartition):
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+        self.rng = rng
+
+
+class LakelogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "lakelog"
+
+    def schema(self) -> str:
+        include_headers = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        return KAFKA_DDL + (HEADERS_DDL if include_headers else "")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LakelogBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return LakelogStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from lakelog.spark_jobs.sink import LakelogBatchWriter
+
+        return LakelogBatchWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from lakelog.spark_jobs.sink import LakelogStreamWriter
+
+        return LakelogStreamWriter(dict(self.options), schema, overwrite)
+
+
+class LakelogBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        broker = self.options.connection.broker()
+        try:
+            tps = self.options.subscription.resolve(broker)
+            starts = self.options.starting.resolve(broker, tps, "earliest")
+            ends = self.options.ending.resolve(broker, tps, "latest")
+            ranges = plan_ranges(broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions)
+        finally:
+            broker.close()
+        return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
+        if rng.size <= 0:
+            return iter(())
+        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss)
+
+
+_EMPTY = OffsetRange("", 0, 0, 0, "", ())  # Spark wants at least one partition
+
+
+def offsets_json(positions: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Kafka's per-partition offset JSON, in a stable order (Spark compares offsets as JSON text)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(positions.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def positions_of(offsets: dict) -> dict[TopicPartition, int]:
+    return {(t, int(p)): int(o) for t, ps in (offsets or {}).items() for p, o in ps.items()}
+
+
+class LakelogStreamReader(DataSourceStreamReader):
+    """Streaming offsets are Kafka's JSON: {"topic": {"0": next offset, ...}}.
+
+    Spark 4.0's Python API has no admission control (`latestOffset` gets no
+    start), so `maxOffsetsPerTrigger` is applied from the position this reader
+    last planned; on a fresh query that is the starting offsets.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._broker: Broker | None = None
+        self._position: dict[TopicPartition, int] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_broker": None}  # a broker holds threads: never shipped to executors
+
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            self._broker = self.options.connection.broker()
+        return self._broker
+
+    def _starting_positions(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.options.starting.resolve(self.broker, tps, "latest")
+
+    def initialOffset(self) -> dict:
+        tps = self.options.subscription.resolve(self.broker)
+        return offsets_json(self._starting_positions(tps))
+
+    def latestOffset(self) -> dict:
+        tps = self.options.subscription.resolve(self.broker)
+        ends = {tp: self.broker.list_offset(tp[0], tp[1], "latest") for tp in tps}
+        limit = self.options.max_offsets_per_trigger
+        if limit is None:
+            return offsets_json(ends)
+        base = dict(self._position) if self._position is not None else self._starting_positions(tps)
+        for tp in tps:
+            if tp not in base:  # a partition or topic added since: read it from its start
+                base[tp] = self.broker.list_offset(tp[0], tp[1], "earliest")
+        return offsets_json(rate_limit(base, ends, limit))
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        starts, ends = positions_of(start), positions_of(end)
+        self._position = dict(ends)
+        for topic in {t for t, _ in ends}:
+            self.broker.topic_log(topic).refresh()
+        ranges = plan_ranges(self.broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions)
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
+        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss)
+
+    def commit(self, end: dict) -> None:
+        self._position = positions_of(end)
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+
+def rate_limit(base: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+               limit: int) -> dict[TopicPartition, int]:
+    """At most `limit` offsets in all, shared in proportion to each partition's backlog (as Kafka does)."""
+    backlog = {tp: max(ends[tp] - base.get(tp, ends[tp]), 0) for tp in ends}
+    total = sum(backlog.values())
+    if total <= limit:
+        return dict(ends)
+    out = {}
+    for tp, end in ends.items():
+        begin = base.get(tp, end)
+        share = limit * backlog[tp] / total
+        step = int(share) if share >= 1 else (1 if backlog[tp] else 0)
+        out[tp] = max(begin, min(end, begin + step))
+    return out

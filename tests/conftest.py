@@ -1,0 +1,85 @@
+"""Shared fixtures: a local root, a real S3 endpoint on loopback (moto server mode), brokers on both."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class S3Endpoint:
+    def __init__(self, port: int, bucket: str) -> None:
+        self.port = port
+        self.bucket = bucket
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {"aws_endpoint_url": self.endpoint, "aws_region": "us-east-1",
+                "aws_access_key_id": "test", "aws_secret_access_key": "test"}
+
+    def root(self, name: str = "") -> str:
+        return f"s3://{self.bucket}/{name or uuid.uuid4().hex[:10]}"
+
+
+MOTO_SERVER = """
+import logging, sys
+from moto.server import ThreadedMotoServer
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+sys.stdin.read()  # until the test session closes our stdin
+server.stop()
+"""
+
+
+def start_moto(port: int) -> subprocess.Popen:
+    """moto's server mode in its own process: delta-rs calls that hold the GIL cannot stall it."""
+    proc = subprocess.Popen([sys.executable, "-c", MOTO_SERVER, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("moto server did not start")
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Endpoint]:
+    """A real S3 endpoint (moto's server) on 127.0.0.1, one bucket for the session."""
+    import boto3
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+    port = free_port()
+    proc = start_moto(port)
+    endpoint = S3Endpoint(port, "lakelog-test")
+    boto3.client("s3", endpoint_url=endpoint.endpoint, region_name="us-east-1",
+                 aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket=endpoint.bucket)
+    yield endpoint
+    proc.stdin.close()  # type: ignore[union-attr]
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
