@@ -187,7 +187,7 @@ class Broker:
         check_sizes(table, opened.meta.config.max_message_bytes)
         if producer is not None:
             _check_producer(producer)
-        partitions = opened.partitioner.assign(table.column("key").to_pylist(), explicit, opened.meta.partitions,
+        partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
         pending = PendingProduce(table, partitions, time.monotonic() + timeout, producer)
@@ -214,7 +214,7 @@ class Broker:
         opened = self._open(topic)
         table, explicit = arrow_to_table(records)
         check_sizes(table, opened.meta.config.max_message_bytes)
-        partitions = opened.partitioner.assign(table.column("key").to_pylist(), explicit, opened.meta.partitions,
+        partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         kind = opened.meta.config.timestamp_type
         table = opened.writer.stamp(table, [PendingProduce(table, partitions, 0.0)], kind)

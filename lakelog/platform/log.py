@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -24,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
 from lakelog.platform.errors import OffsetOutOfRange, RequestTimedOut, StorageUnavailable
 from lakelog.platform.index import SegmentFile, SegmentIndex
@@ -34,22 +35,27 @@ from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
 log = logging.getLogger(__name__)
 
-# Keep the Delta log bounded under many small commits: a checkpoint every 100
-# commits (so opening reads at most 99 JSON commits), and commit files older
+# Keep the Delta log bounded under many small commits: a checkpoint every 25
+# commits (so opening or refreshing replays at most 24 JSON commits), and commit files older
 # than two days removed when a checkpoint is written. Set-transaction versions
 # never expire: they are the partitions' log end offsets.
+CHECKPOINT_INTERVAL = 25
 TOPIC_TABLE_PROPERTIES = {
-    "delta.checkpointInterval": "100",
+    "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
     "delta.logRetentionDuration": "interval 2 days",
     "delta.enableExpiredLogCleanup": "true",
     "delta.deletedFileRetentionDuration": "interval 1 days",
 }
 ROW_GROUP_ROWS = 16_384
+_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-write")
 STATS_COLUMNS = ("offset", "timestamp", "producer_id")
 
 
+PARTITION_APP_PREFIX = "lakelog.partition."
+
+
 def partition_app_id(partition: int) -> str:
-    return f"lakelog.partition.{partition}"
+    return f"{PARTITION_APP_PREFIX}{partition}"
 
 
 @dataclass(frozen=True)
@@ -78,10 +84,12 @@ class TopicLog:
         self._lock = threading.RLock()
         self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
         self._index = SegmentIndex()
+        self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
         self._version = -1
         self._last_refresh = 0.0
         self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
         self.tail = TailCache(tail_cache_bytes)
+        self._made_dirs: set[int] = set()
         self.commits = 0
         self.conflicts = 0
         self._rebuild_index()
@@ -129,12 +137,22 @@ class TopicLog:
             new_paths = {f.path for f in self._index.partition(partition).files}
             if any(f.path not in new_paths for f in index.files):
                 self.tail.drop_partition(partition)  # retention or compaction rewrote it
+                self._leo.pop(partition, None)  # re-read from the snapshot's SetTransaction
+        for partition, index in self._index.partitions.items():
+            # Every append sets its partition's SetTransaction to its file's max offset + 1, so
+            # a newer head file from another writer tells the new log end without a log scan.
+            if partition in self._leo and index.files:
+                self._leo[partition] = max(self._leo[partition], index.files[-1].max_offset + 1)
 
     # ---- offsets ----------------------------------------------------------
 
     def log_end_offset(self, partition: int) -> int:
+        """The partition's SetTransaction version in the snapshot (0 when absent), cached per snapshot."""
         with self._lock:
-            return self._dt.transaction_version(partition_app_id(partition)) or 0
+            end = self._leo.get(partition)
+            if end is None:
+                end = self._leo[partition] = self._dt.transaction_version(partition_app_id(partition)) or 0
+            return end
 
     def app_version(self, app_id: str) -> int:
         """The version of an application's SetTransaction in the snapshot; -1 when absent."""
@@ -189,9 +207,10 @@ class TopicLog:
                     self._dt.create_write_transaction(
                         actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
                         commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20),
+                        post_commithook_properties=self._hooks(read_version + 1),
                     )
                     self.commits += 1
-                    self._after_commit(read_version, actions)
+                    self._after_commit(read_version, actions, txns)
                     version = self._version
                 for p, table in tables.items():
                     self.tail.put(p, table, bases[p])
@@ -231,7 +250,16 @@ class TopicLog:
             self.tail.put(p, table, bases[p])
         return Appended(bases, tables, self._version)
 
-    def _after_commit(self, read_version: int, actions: list[AddAction]) -> None:
+    @staticmethod
+    def _hooks(version: int) -> PostCommitHookProperties:
+        """Checkpoint every `delta.checkpointInterval` commits; clean expired log files only then too.
+
+        delta-rs would otherwise look for expired log files on every commit, which
+        costs a few milliseconds per commit once the log is long.
+        """
+        return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=version % CHECKPOINT_INTERVAL == 0)
+
+    def _after_commit(self, read_version: int, actions: list[AddAction], txns: list[Transaction]) -> None:
         self._dt.update_incremental()
         if self._dt.version() == read_version + 1:
             for action in actions:  # ours was the only commit: extend the index in place
@@ -239,20 +267,31 @@ class TopicLog:
             self._version = self._dt.version()
         else:
             self._rebuild_index()
+        for txn in txns:
+            if txn.app_id.startswith(PARTITION_APP_PREFIX):
+                partition = int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))
+                self._leo[partition] = max(self._leo.get(partition, 0), txn.version)
 
     def _write_files(self, tables: dict[int, pa.Table], bases: dict[int, int]) -> tuple[list[AddAction], list[str]]:
-        actions, paths = [], []
+        """One parquet file per partition, written in parallel (pyarrow releases the GIL)."""
         now_ms = int(time.time() * 1000)
-        for partition, table in tables.items():
-            relative = f"partition={partition}/{bases[partition]:020d}-{uuid.uuid4().hex[:12]}.parquet"
-            uri = f"{self.uri}/{relative}"
-            self.storage.makedirs(f"{self.uri}/partition={partition}")
-            paths.append(uri)
-            with self.storage.arrow_fs.open_output_stream(self.storage.fs_path(uri)) as sink:
-                pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, compression="snappy")
-            size = self.storage.arrow_fs.get_file_info(self.storage.fs_path(uri)).size
-            actions.append(AddAction(relative, size, {"partition": str(partition)}, now_ms, True, file_stats(table)))
-        return actions, paths
+        names = {p: f"partition={p}/{bases[p]:020d}-{uuid.uuid4().hex[:12]}.parquet" for p in tables}
+        paths = [f"{self.uri}/{names[p]}" for p in tables]
+
+        def write(partition: int) -> AddAction:
+            table, relative = tables[partition], names[partition]
+            if partition not in self._made_dirs:
+                self.storage.makedirs(f"{self.uri}/partition={partition}")
+                self._made_dirs.add(partition)
+            with self.storage.arrow_fs.open_output_stream(self.storage.fs_path(f"{self.uri}/{relative}")) as sink:
+                pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, compression="snappy",
+                               use_dictionary=False, write_statistics=list(STATS_COLUMNS))
+                size = sink.tell()
+            return AddAction(relative, size, {"partition": str(partition)}, now_ms, True, file_stats(table))
+
+        if len(tables) == 1:
+            return [write(next(iter(tables)))], paths
+        return list(_WRITERS.map(write, tables)), paths
 
     # ---- maintenance (retention, segment roll, compaction) -------------------
 

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 import mmh3
 import numpy as np
+import pyarrow as pa
 from murmurhash2 import murmurhash2
 
 from lakelog.platform.errors import InvalidPartitions, UnknownTopicOrPartition
@@ -37,13 +38,68 @@ def partition_for_key(key: bytes, partitions: int, hash_name: str = "murmur2") -
     return (HASHES[hash_name](key) & 0x7FFFFFFF) % partitions
 
 
+_M = np.uint32(0x5BD1E995)
+
+
+def murmur2_array(keys: pa.Array) -> np.ndarray:
+    """Kafka's murmur2 of every non-null key of a binary array, vectorized per key length.
+
+    Keys of one length form a matrix, so the 4-byte mixing runs as numpy
+    uint32 column operations (wrapping multiplication, as Java's int does).
+    Null keys get 0; callers mask them.
+    """
+    keys = keys.cast(pa.binary())
+    n = len(keys)
+    out = np.zeros(n, dtype=np.uint32)
+    if n == 0:
+        return out
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
+    data_buffer = keys.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    valid = ~np.asarray(keys.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    for length in np.unique(lengths[valid]):
+        rows = np.flatnonzero(valid & (lengths == length))
+        out[rows] = _murmur2_fixed(data, offsets[rows], int(length))
+    return out
+
+
+def _murmur2_fixed(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = np.full(len(starts), (KAFKA_MURMUR2_SEED ^ length) & 0xFFFFFFFF, dtype=np.uint32)
+        if length:
+            matrix = data[starts[:, None] + np.arange(length)]
+        blocks = length // 4
+        if blocks:
+            words = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4")
+            for i in range(blocks):
+                k = words[:, i] * _M
+                k ^= k >> np.uint32(24)
+                k *= _M
+                h *= _M
+                h ^= k
+        tail = length % 4
+        if tail:
+            base = blocks * 4
+            if tail == 3:
+                h ^= matrix[:, base + 2].astype(np.uint32) << np.uint32(16)
+            if tail >= 2:
+                h ^= matrix[:, base + 1].astype(np.uint32) << np.uint32(8)
+            h ^= matrix[:, base].astype(np.uint32)
+            h *= _M
+        h ^= h >> np.uint32(13)
+        h *= _M
+        h ^= h >> np.uint32(15)
+    return h
+
+
 class Partitioner:
     """Chooses partitions for one topic; thread-safe."""
 
     def __init__(self, hash_name: str = "murmur2") -> None:
         if hash_name not in HASHES:
             raise InvalidPartitions(f"unknown partitioner {hash_name!r}")
-        self._hash = HASHES[hash_name]
+        self._hash_name = hash_name
         self._sticky = itertools.count()
         self._lock = threading.Lock()
 
@@ -53,27 +109,36 @@ class Partitioner:
 
     def assign(
         self,
-        keys: Sequence[bytes | None],
+        keys: pa.Array | Sequence[bytes | None],
         explicit: Sequence[int | None] | None,
         partitions: int,
         topic: str = "",
     ) -> np.ndarray:
         """Partition per record: explicit if given, else by key hash, else the batch's sticky partition."""
-        result = np.empty(len(keys), dtype=np.int32)
-        sticky: int | None = None
-        hash_ = self._hash
-        for i, key in enumerate(keys):
-            chosen = explicit[i] if explicit is not None else None
-            if chosen is not None:
-                if not 0 <= chosen < partitions:
-                    raise UnknownTopicOrPartition(
-                        f"partition {chosen} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
-                    )
-                result[i] = chosen
-            elif key is not None:
-                result[i] = (hash_(key) & 0x7FFFFFFF) % partitions
-            else:
-                if sticky is None:
-                    sticky = self.next_sticky(partitions)
-                result[i] = sticky
+        if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+            keys = pa.array(list(keys), pa.binary())
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        result = self._hash_keys(keys) % np.uint32(partitions)
+        result = result.astype(np.int32)
+        null_keys = np.asarray(keys.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if explicit is not None:
+            given = np.array([-1 if p is None else p for p in explicit], dtype=np.int64)
+            chosen = given != -1
+            bad = chosen & ((given < 0) | (given >= partitions))
+            if bad.any() or any(p is not None and p < 0 for p in explicit):
+                wrong = next(p for p in explicit if p is not None and not 0 <= p < partitions)
+                raise UnknownTopicOrPartition(
+                    f"partition {wrong} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
+                )
+            result[chosen] = given[chosen]
+            null_keys &= ~chosen
+        if null_keys.any():
+            result[null_keys] = self.next_sticky(partitions)
         return result
+
+    def _hash_keys(self, keys: pa.Array) -> np.ndarray:
+        if self._hash_name == "murmur2":
+            return murmur2_array(keys) & np.uint32(0x7FFFFFFF)
+        hashed = [0 if k is None else murmur3(k) & 0x7FFFFFFF for k in keys.to_pylist()]
+        return np.array(hashed, dtype=np.uint32)

@@ -1,0 +1,61 @@
+"""Helpers shared by the benchmark suites: figures, percentiles, machine description."""
+
+from __future__ import annotations
+
+import os
+import platform as std_platform
+import time
+from dataclasses import asdict, dataclass
+from typing import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import psutil
+
+
+@dataclass
+class Figure:
+    suite: str
+    name: str
+    value: float
+    unit: str
+    target: str = ""
+    met: bool | None = None
+    ratio: float | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples), q)) if samples else float("nan")
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 1e6
+
+
+@contextmanager
+def stopwatch() -> Iterator[list[float]]:
+    box: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box.append(time.perf_counter() - start)
+
+
+def machine() -> str:
+    cpu = std_platform.processor() or "unknown cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {std_platform.system()} {std_platform.release()}, " \
+           f"Python {std_platform.python_version()}"
