@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -62,6 +62,27 @@ def start_moto(port: int) -> subprocess.Popen:
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("moto server did not start")
+
+
+@pytest.fixture
+def moto_process() -> Iterator[Callable[[], tuple[subprocess.Popen, S3Endpoint]]]:
+    """Starts private S3 endpoints (one bucket each) that a test may kill."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> tuple[subprocess.Popen, S3Endpoint]:
+        import boto3
+
+        port = free_port()
+        proc = start_moto(port)
+        started.append(proc)
+        endpoint = S3Endpoint(port, "private")
+        boto3.client("s3", endpoint_url=endpoint.endpoint, region_name="us-east-1", aws_access_key_id="test",
+                     aws_secret_access_key="test").create_bucket(Bucket=endpoint.bucket)
+        return proc, endpoint
+
+    yield start
+    for proc in started:
+        proc.kill()
 
 
 @pytest.fixture(scope="session")

@@ -13,14 +13,14 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from lakelog.platform.errors import BrokerClosed, LakelogError, RequestTimedOut
+from lakelog.platform.errors import BrokerClosed, LakelogError, RequestTimedOut, StorageUnavailable
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager, sequences
 from lakelog.platform.records import ProduceResult, ProducerBatch
@@ -28,6 +28,22 @@ from lakelog.platform.topic_config import TimestampType
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 
 log = logging.getLogger(__name__)
+DEADLINE_GRACE_S = 0.25  # past its deadline, a caller is answered even if the commit is still stuck
+
+
+def _fail(future: Future, error: BaseException) -> bool:
+    try:
+        future.set_exception(error)
+        return True
+    except InvalidStateError:  # answered meanwhile
+        return False
+
+
+def _succeed(future: Future, result: object) -> None:
+    try:
+        future.set_result(result)
+    except InvalidStateError:  # already answered by the deadline reaper
+        pass
 
 
 @dataclass
@@ -71,6 +87,7 @@ class TopicWriter:
         self._cond = threading.Condition()
         self._closed = False
         self._flushing = False
+        self._inflight: list[PendingProduce] = []
         self.stats = FlushStats()
         self._thread = threading.Thread(target=self._run, name=f"flush-{topic_log.name}", daemon=True)
         self._thread.start()
@@ -83,6 +100,21 @@ class TopicWriter:
             self._pending_bytes += pending.nbytes
             self._cond.notify_all()
         return pending.future
+
+    def expire(self, now: float) -> int:
+        """Answer callers whose deadline passed while storage is stuck: a bounded, retriable error.
+
+        The commit may still land later (as with Kafka's request timeout); an
+        idempotent producer's retry then gets the original offsets.
+        """
+        with self._cond:
+            waiting = list(self._pending) + list(self._inflight)
+        expired = 0
+        for pending in waiting:
+            if now > pending.deadline + DEADLINE_GRACE_S and _fail(pending.future, StorageUnavailable(
+                    f"no commit to {self.log.name!r} within the request deadline; storage may be unavailable")):
+                expired += 1
+        return expired
 
     def drain(self) -> None:
         """Wait until every call submitted so far is answered."""
@@ -107,10 +139,10 @@ class TopicWriter:
             except Exception as exc:  # never let the flush thread die: fail the callers instead
                 log.exception("flush of %s failed", self.log.name)
                 for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
+                    _fail(pending.future, exc)
             finally:
                 with self._cond:
+                    self._inflight = []
                     self._flushing = False
                     self._cond.notify_all()
 
@@ -127,6 +159,7 @@ class TopicWriter:
                     break
                 self._cond.wait(remaining)
             batch = list(self._pending)
+            self._inflight = batch
             self._flushing = True
             self._pending.clear()
             self._pending_bytes = 0
@@ -146,7 +179,7 @@ class TopicWriter:
             assert appended is not None
         except LakelogError as exc:
             for pending in accepted:
-                pending.future.set_exception(exc)
+                _fail(pending.future, exc)
             return
         offsets = np.empty(len(partitions), dtype=np.int64)
         for p, rows in by_partition.items():
@@ -161,7 +194,7 @@ class TopicWriter:
             result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end])
             if pending.producer is not None:
                 self.producers.record(pending.producer, pending.table.num_rows, result)
-            pending.future.set_result(result)
+            _succeed(pending.future, result)
             start = end
         if self._on_commit is not None:
             self._on_commit(appended)
@@ -175,7 +208,7 @@ class TopicWriter:
             if pending.future.done():
                 continue
             if now > pending.deadline:
-                pending.future.set_exception(RequestTimedOut("the produce deadline passed before the flush"))
+                _fail(pending.future, RequestTimedOut("the produce deadline passed before the flush"))
                 continue
             producer = pending.producer
             if producer is None:
@@ -185,10 +218,10 @@ class TopicWriter:
             try:
                 original = self.producers.check(producer, count, in_flush)
             except LakelogError as exc:
-                pending.future.set_exception(exc)
+                _fail(pending.future, exc)
                 continue
             if original is not None:
-                pending.future.set_result(original)
+                _succeed(pending.future, original)
                 continue
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)

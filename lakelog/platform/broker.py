@@ -102,6 +102,17 @@ class Broker:
         self._topics: dict[str, _OpenTopic] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
+        self._reaper.start()
+
+    def _expire_loop(self) -> None:
+        """Produce never blocks without bound: callers past their deadline get a retriable error."""
+        while not self._closed:
+            time.sleep(0.1)
+            with self._lock:
+                writers = [t.writer for t in self._topics.values()]
+            for writer in writers:
+                writer.expire(time.monotonic())
 
     # ---- topics -----------------------------------------------------------
 
