@@ -191,7 +191,8 @@ class TopicWriter:
         start = 0
         for pending in accepted:
             end = start + pending.table.num_rows
-            result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end])
+            result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end],
+                                   version=appended.version)
             if pending.producer is not None:
                 self.producers.record(pending.producer, pending.table.num_rows, result)
             _succeed(pending.future, result)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -33,7 +33,9 @@ from lakelog.platform.records import (
     check_sizes,
     records_to_table,
 )
+from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
+from lakelog.platform.topic_config import TopicConfig
 from lakelog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,12 @@ class _OpenTopic:
     def __init__(self, broker: "Broker", meta: TopicMeta) -> None:
         self.meta = meta
         settings = broker.settings
-        self.log = TopicLog(broker.storage, meta.name, settings.tail_cache_bytes)
+        self.replica_state = broker.replicas.require_state(meta.name, refresh=True) if broker.replicas else None
+        storage, epoch = broker.storage, None
+        if self.replica_state is not None:  # write only to the current leader, with its epoch
+            storage, epoch = broker.replicas.sites[self.replica_state.leader], self.replica_state.leader_epoch
+        self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
+        self.site_logs: dict[str, TopicLog] = {}
         self.partitioner = Partitioner(meta.config.partitioner)
         self.producers = ProducerStateManager(self._producer_history)
         self.appended = threading.Condition()
@@ -97,13 +104,32 @@ class _OpenTopic:
 class Broker:
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self.settings = settings or Settings(**overrides)
+        self.replicas: ReplicaManager | None = None
         self.storage = Storage.open(self.settings.root, self.settings.storage)
+        if self.settings.sites:
+            sites = {name: Storage.open(uri, {**self.settings.storage, **self.settings.site_storage.get(name, {})})
+                     for name, uri in self.settings.sites.items()}
+            self.control_site = self.settings.control_site or next(iter(sites))
+            self.storage = sites[self.control_site]  # the catalog and control tables live there
+            self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage)
         self._topics: dict[str, _OpenTopic] = {}
         self._lock = threading.RLock()
         self._closed = False
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
         self._reaper.start()
+        self._replication_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-replicate")
+        if self.replicas is not None and self.settings.replication_interval_ms > 0:
+            threading.Thread(target=self._replication_loop, name="lakelog-replication", daemon=True).start()
+
+    def _replication_loop(self) -> None:
+        """The embedded schedule of the replication job: followers catch up with acks=1 commits."""
+        while not self._closed:
+            time.sleep(self.settings.replication_interval_ms / 1000)
+            try:
+                self.sync_replicas()
+            except Exception:
+                log.exception("replication round failed")
 
     def _expire_loop(self) -> None:
         """Produce never blocks without bound: callers past their deadline get a retriable error."""
@@ -116,8 +142,20 @@ class Broker:
 
     # ---- topics -----------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicMeta:
-        return self.catalog.create_topic(name, partitions, config)
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None,
+                     replicas: Sequence[str] | None = None) -> TopicMeta:
+        """`replicas`: the sites holding the topic, the first the preferred leader (default: spread)."""
+        if self.replicas is None:
+            if replicas:
+                raise InvalidRequest("replica sites given, but no sites are configured")
+            return self.catalog.create_topic(name, partitions, config)
+        manager = self.replicas
+
+        def create_replicated(parsed: TopicConfig) -> None:
+            state = manager.assign(name, parsed.replication_factor, replicas)
+            manager.create(state, lambda storage: TopicLog.create_table(storage, name))
+
+        return self.catalog.create_topic(name, partitions, config, create_table=create_replicated)
 
     def list_topics(self) -> list[TopicMeta]:
         self.catalog.refresh()
@@ -139,6 +177,12 @@ class Broker:
         if opened is not None:
             opened.close()
         self.catalog.delete_topic(name)
+        if self.replicas is not None:
+            for storage in self.replicas.sites.values():
+                try:
+                    storage.delete_tree(storage.uri("topics", name))
+                except OSError:
+                    log.warning("topic %s not deleted at %s (unreachable)", name, storage.root)
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._open(name)
@@ -201,14 +245,37 @@ class Broker:
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
+        replicate = acks_level == -1 and self.replicas is not None and opened.replica_state is not None
+        if replicate:
+            self.replicas.ensure_in_sync(topic, opened.meta.config.min_insync_replicas)
         pending = PendingProduce(table, partitions, time.monotonic() + timeout, producer)
         future = opened.writer.submit(pending)
+        if replicate:
+            return self._after_replication(opened, future)
         if acks_level == 0:
             done: Future = Future()
             n = table.num_rows
             done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
             return done
         return future
+
+    def _after_replication(self, opened: _OpenTopic, committed: Future) -> Future:
+        """acks=all: answered once the commit is on min.insync.replicas sites."""
+        answered: Future = Future()
+        epoch = opened.replica_state.leader_epoch  # type: ignore[union-attr]
+
+        def replicate() -> None:
+            try:
+                result = committed.result()
+                if not result.duplicate:
+                    self.replicas.replicate(opened.meta.name, result.version,  # type: ignore[union-attr]
+                                            opened.meta.config.min_insync_replicas, epoch)
+                answered.set_result(result)
+            except BaseException as exc:
+                answered.set_exception(exc)
+
+        committed.add_done_callback(lambda _: self._replication_pool.submit(replicate))
+        return answered
 
     def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
                 timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
@@ -297,6 +364,41 @@ class Broker:
             raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
                                    start, end)
 
+    # ---- replication ----------------------------------------------------------
+
+    def sync_replicas(self, topics: Sequence[str] | None = None) -> list:
+        """One catch-up round: every follower of every topic, then the control tables."""
+        if self.replicas is None:
+            return []
+        reports = []
+        for name in topics if topics is not None else [t.name for t in self.list_topics()]:
+            try:
+                reports += self.replicas.sync(name)
+            except Exception as exc:
+                log.warning("replication of %s skipped: %s", name, exc)
+        reports += self.replicas.sync_control_tables(self.control_site)
+        return reports
+
+    def elect_leader(self, topic: str, site: str | None = None, unclean: bool = False) -> Election:
+        if self.replicas is None:
+            raise InvalidRequest("no sites configured: there is nothing to elect")
+        self.topic(topic)
+        election = self.replicas.elect(topic, site, unclean)
+        self._reopen(topic)
+        return election
+
+    def _reopen(self, name: str) -> None:
+        """Drop a topic's machinery so that its next use opens on the current leader.
+
+        The old leader may be unreachable: its flush is not waited for past a few
+        seconds, and whoever still waits on it gets a retriable error.
+        """
+        with self._lock:
+            opened = self._topics.pop(name, None)
+        if opened is not None:
+            opened.writer.close(timeout=5)
+            opened.writer.expire(float("inf"))
+
     # ---- lifecycle ----------------------------------------------------------
 
     def flush(self) -> None:
@@ -316,6 +418,7 @@ class Broker:
             self._topics.clear()
         for opened in topics:
             opened.close()
+        self._replication_pool.shutdown(wait=True)
 
     def __enter__(self) -> "Broker":
         return self

@@ -112,7 +112,9 @@ class Catalog:
 
     # ---- changes ----------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any] | None = None) -> TopicMeta:
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any] | None = None,
+                     create_table: Callable[[TopicConfig], None] | None = None) -> TopicMeta:
+        """`create_table` creates the topic's table (default: under this catalog's root)."""
         validate_topic_name(name)
         validate_partitions(partitions)
         parsed = parse_topic_config(config)
@@ -120,7 +122,10 @@ class Catalog:
         def change(current: TopicMeta | None, now: int) -> TopicMeta:
             if current is not None:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            TopicLog.create_table(self.storage, name)
+            if create_table is None:
+                TopicLog.create_table(self.storage, name)
+            else:
+                create_table(parsed)
             return TopicMeta(name, partitions, parsed, 0, now, now)
 
         return self._change(name, change)

@@ -77,8 +77,9 @@ class PartitionState:
 
 
 class TopicLog:
-    def __init__(self, storage: Storage, name: str, tail_cache_bytes: int = 0) -> None:
+    def __init__(self, storage: Storage, name: str, tail_cache_bytes: int = 0, leader_epoch: int | None = None) -> None:
         self.storage = storage
+        self.leader_epoch = leader_epoch  # recorded with each commit, so replicas can tell stale leaders
         self.name = name
         self.uri = storage.uri("topics", name)
         self._lock = threading.RLock()
@@ -206,7 +207,8 @@ class TopicLog:
                 with self._lock:
                     self._dt.create_write_transaction(
                         actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
-                        commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20),
+                        commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20,
+                                                           custom_metadata=self._commit_metadata()),
                         post_commithook_properties=self._hooks(read_version + 1),
                     )
                     self.commits += 1
@@ -249,6 +251,9 @@ class TopicLog:
         for p, table in tables.items():
             self.tail.put(p, table, bases[p])
         return Appended(bases, tables, self._version)
+
+    def _commit_metadata(self) -> dict | None:
+        return None if self.leader_epoch is None else {"lakelog.leaderEpoch": self.leader_epoch}
 
     @staticmethod
     def _hooks(version: int) -> PostCommitHookProperties:

@@ -49,6 +49,7 @@ class ProduceResult:
     offsets: np.ndarray
     timestamps_ms: np.ndarray
     duplicate: bool = False
+    version: int = -1  # the Delta table version that holds them (replication copies up to it)
 
     def __len__(self) -> int:
         return len(self.offsets)

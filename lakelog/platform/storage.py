@@ -106,6 +106,46 @@ class Storage:
     def open_input(self, uri: str) -> Any:
         return self.arrow_fs.open_input_file(self.fs_path(uri))
 
+    def read_bytes(self, uri: str) -> bytes:
+        return bytes(self.fsspec.cat_file(self.fs_path(uri)))
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        path = self.fs_path(uri)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.fsspec.pipe_file(path, data)
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Write `data` only if nothing is at `uri` (atomic: O_EXCL locally, If-None-Match on S3)."""
+        path = self.fs_path(uri)
+        try:
+            if self.is_local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "xb") as f:
+                    f.write(data)
+            else:
+                self.fsspec.pipe_file(path, data, mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:  # S3 answers 412 Precondition Failed when the key exists
+            if "412" in str(exc) or "PreconditionFailed" in str(exc):
+                return False
+            raise
+
+    def list_names(self, uri: str) -> list[str]:
+        """Names of the files directly under `uri` (empty when it does not exist)."""
+        try:
+            return sorted(p.rsplit("/", 1)[-1] for p in self.fsspec.ls(self.fs_path(uri), detail=False))
+        except FileNotFoundError:
+            return []
+
+    def size(self, uri: str) -> int | None:
+        try:
+            return int(self.fsspec.size(self.fs_path(uri)))
+        except FileNotFoundError:
+            return None
+
 
 def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"client_kwargs": {}}
@@ -118,9 +158,26 @@ def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
         kwargs["secret"] = options.get("aws_secret_access_key")
     if "aws_session_token" in options:
         kwargs["token"] = options["aws_session_token"]
+    config: dict[str, Any] = {}
+    if "connect_timeout" in options:
+        config["connect_timeout"] = _seconds(options["connect_timeout"])
+    if "timeout" in options:
+        config["read_timeout"] = _seconds(options["timeout"])
+    if "max_retries" in options:
+        config["retries"] = {"max_attempts": int(options["max_retries"]) + 1, "mode": "standard"}
+    if config:
+        kwargs["config_kwargs"] = config
     # Fresh listings matter more than a directory cache: other writers add files.
     kwargs["use_listings_cache"] = False
     kwargs["skip_instance_cache"] = True
     return kwargs
 
 
+
+
+def _seconds(value: str) -> float:
+    """delta-rs durations ("5s", "500ms", "2") as seconds for botocore."""
+    text = str(value).strip()
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    return float(text.rstrip("s"))

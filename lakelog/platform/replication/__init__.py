@@ -1,0 +1,1 @@
+"""Replicated commits: a topic's Delta table copied commit for commit to follower sites."""
