@@ -221,6 +221,99 @@ def consume(
                 time.sleep(0.2)
 
 
+@app.command()
+def serve(
+    host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (LAKELOG_HOST; default 127.0.0.1)"),
+    port: Optional[int] = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
+    insecure: bool = typer.Option(False, "--insecure",
+                                  help="Allow a non-loopback address without authentication"),
+) -> None:
+    """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
+    from lakelog.ingest_api.server import RefusedToStart, serve as run_server
+
+    try:
+        run_server(settings(host=host, port=port, insecure=insecure or None), State.log_level)
+    except RefusedToStart as exc:
+        fail(str(exc))
+
+
+# ---- jobs (lakelog/spark_jobs) ---------------------------------------------------
+
+jobs_app = typer.Typer(help="Maintenance jobs on local Spark: retention, roll, compact, vacuum.",
+                       no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+
+def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lakelog.spark_jobs.jobs import run_job
+    from lakelog.spark_jobs.session import local_session
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(f"{job}: starting local Spark", total=None)
+        spark = None if job in ("retention", "vacuum") or dry_run else local_session(f"lakelog-{job}")
+        progress.update(task, description=f"{job}: planning")
+
+        def step(message: str, done: int, total: int) -> None:
+            progress.update(task, description=message, completed=done, total=total)
+
+        with broker() as b:
+            report = run_job(job, b, spark, topic or None, dry_run, progress=step)
+    for plan in report.plans:
+        console.print(f"[bold]{plan.topic}[/bold]-{plan.partition}: {plan.description}" if plan.partition >= 0
+                      else f"[bold]{plan.topic}[/bold]: {plan.description}")
+    if not report.plans:
+        console.print(f"{job}: nothing to do")
+    summary = report.to_dict()
+    summary.pop("plans")
+    typer.echo(json.dumps(summary))
+
+
+def _job_command(job: str, help_text: str) -> None:
+    @jobs_app.command(job, help=help_text)
+    def command(topic: Optional[list[str]] = typer.Option(None, "--topic", "-t", help="repeatable; all when omitted"),
+                dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing")) -> None:
+        _run_job(job, topic, dry_run)
+
+
+_job_command("retention", "Remove closed segments past retention.ms / retention.bytes / retention.topic.bytes.")
+_job_command("roll", "Merge small files into segments of about segment.bytes (dataChange=false).")
+_job_command("compact", "Keep the latest record per key in closed segments of compacted topics.")
+_job_command("vacuum", "Delete files removed from the table longer ago than file.delete.delay.ms.")
+
+
+admin_app = typer.Typer(help="Replication admin: leader election and replica lag.", no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
+
+
+@admin_app.command("elect-leader")
+def admin_elect_leader(
+    topic: str,
+    site: Optional[str] = typer.Option(None, "--site", help="the site to promote (default: an in-sync follower)"),
+    unclean: bool = typer.Option(False, "--unclean", help="promote an out-of-sync replica, losing what it lacks"),
+) -> None:
+    """Move a topic's leadership to another site: clean (in-sync only) unless --unclean."""
+    with broker() as b:
+        election = b.elect_leader(topic, site, unclean)
+    if election.warning:
+        typer.echo(f"warning: {election.warning}", err=True)
+    state = election.state
+    typer.echo(json.dumps({"topic": topic, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                           "isr": list(state.isr), "previous_leader": election.previous.leader}))
+
+
+@admin_app.command("replicas")
+def admin_replicas(topic: str) -> None:
+    """Replica placement, leader, in-sync set and each follower's lag in commits and per partition."""
+    with broker() as b:
+        report = b.replica_report(topic)
+    typer.echo(json.dumps(report, indent=2))
+
+
 def run() -> None:
     """Console entry point: typed errors become one line and exit code 1."""
     try:

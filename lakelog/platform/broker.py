@@ -318,8 +318,12 @@ class Broker:
         max_records: int = 500,
         max_bytes: int | None = None,
         timeout_ms: int = 0,
+        site: str | None = None,
     ) -> FetchResult:
-        """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll)."""
+        """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll).
+
+        `site` (default: the node's `site` setting) prefers that site's replica when it is in sync.
+        """
         if max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         opened = self._open(topic)
@@ -327,7 +331,7 @@ class Broker:
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        topic_log = opened.log
+        topic_log = self._replica_log(opened, site or self.settings.site)
         interval = self.settings.refresh_interval_ms / 1000
         while True:
             if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
@@ -339,6 +343,21 @@ class Broker:
                                    topic_log.log_end_offset(partition))
             with opened.appended:
                 opened.appended.wait(min(remaining, interval))
+
+    def _replica_log(self, opened: _OpenTopic, site: str | None) -> TopicLog:
+        """The log to read: the nearest in-sync replica when one is asked for, else the leader's."""
+        state = opened.replica_state
+        if site is None or self.replicas is None or state is None or site == state.leader:
+            return opened.log
+        current = self.replicas.require_state(opened.meta.name)
+        if site not in current.isr:
+            return opened.log
+        replica = opened.site_logs.get(site)
+        if replica is None:
+            # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
+            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)
+        replica.maybe_refresh(self.settings.refresh_interval_ms / 1000)
+        return replica
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
@@ -386,6 +405,29 @@ class Broker:
         election = self.replicas.elect(topic, site, unclean)
         self._reopen(topic)
         return election
+
+    def replica_report(self, topic: str) -> dict:
+        """Leader, in-sync set and the lag of each follower, per site and per partition."""
+        if self.replicas is None:
+            raise InvalidRequest("no sites configured: the topic has one replica")
+        meta = self.topic(topic)
+        state = self.replicas.require_state(topic, refresh=True)
+        leader_log = self._open(topic).log
+        leader_log.refresh()
+        followers = []
+        for lag in self.replicas.lag(topic):
+            entry = {"site": lag.site, "in_sync": lag.in_sync, "versions_behind": lag.versions_behind}
+            try:
+                replica = TopicLog(self.replicas.sites[lag.site], topic)
+                entry["partitions"] = [
+                    {"partition": p, "log_end_offset": replica.log_end_offset(p),
+                     "lag": leader_log.log_end_offset(p) - replica.log_end_offset(p)}
+                    for p in range(meta.partitions)]
+            except Exception as exc:
+                entry["error"] = str(exc)
+            followers.append(entry)
+        return {"topic": topic, "replicas": list(state.replicas), "leader": state.leader,
+                "leader_epoch": state.leader_epoch, "isr": list(state.isr), "followers": followers}
 
     def _reopen(self, name: str) -> None:
         """Drop a topic's machinery so that its next use opens on the current leader.

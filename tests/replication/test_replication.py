@@ -183,3 +183,15 @@ def test_copy_resumes_after_a_crash_without_copying_twice(tmp_path, make_replica
     report = broker.replicas.replicator(state, "b").catch_up()
     assert report.stats.skipped >= 1  # the files already there were not copied again
     assert _table_fingerprint(broker, "a", "t") == _table_fingerprint(broker, "b", "t")
+
+
+def test_fetch_from_the_nearest_in_sync_replica(tmp_path, make_replicated) -> None:
+    broker = make_replicated(_local_sites(tmp_path, "a", "b"))
+    broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 2}, replicas=["a", "b"])
+    broker.produce("t", [Record(b"everywhere")], acks="all")
+    broker.produce("t", [Record(b"leader-only")], acks=1)  # not copied until the next replication round
+    assert [r.value for r in broker.fetch("t", 0, 0, site="b")] == [b"everywhere"]
+    assert [r.value for r in broker.fetch("t", 0, 0, site="a")] == [b"everywhere", b"leader-only"]
+    broker.sync_replicas(["t"])
+    time.sleep(0.15)  # past refresh_interval_ms: the follower's table is re-read
+    assert [r.value for r in broker.fetch("t", 0, 0, site="b")] == [b"everywhere", b"leader-only"]
