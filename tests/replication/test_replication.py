@@ -195,3 +195,19 @@ def test_fetch_from_the_nearest_in_sync_replica(tmp_path, make_replicated) -> No
     broker.sync_replicas(["t"])
     time.sleep(0.15)  # past refresh_interval_ms: the follower's table is re-read
     assert [r.value for r in broker.fetch("t", 0, 0, site="b")] == [b"everywhere", b"leader-only"]
+
+
+def test_control_tables_are_replicated_commit_for_commit(tmp_path, make_replicated) -> None:
+    sites = _local_sites(tmp_path, "a", "b")
+    broker = make_replicated(sites)
+    broker.create_topic("t1", 1, {"replication.factor": 2}, replicas=["a", "b"])
+    broker.create_topic("t2", 3, {"replication.factor": 1}, replicas=["b"])
+    broker.sync_replicas()
+    a, b = broker.replicas.sites["a"], broker.replicas.sites["b"]
+    catalog = "_catalog/topics"
+    assert versions(b, b.uri(catalog)) == versions(a, a.uri(catalog))
+    replica_view = Broker(broker.settings.model_copy(update={"control_site": "b"}))
+    try:
+        assert [t.name for t in replica_view.list_topics()] == ["t1", "t2"]
+    finally:
+        replica_view.close()

@@ -1,0 +1,138 @@
+"""Spark benchmarks: the data source against spark.read.parquet, streaming reads, and the jobs.
+
+`run(console) -> list[dict]` (wired into `make bench` by benchmarks/run.py).
+Each figure: {"name", "value", "unit", "target" (optional), "met" (optional), "note"}.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+VALUE_BYTES = 100
+
+
+def _fill(broker: Any, topic: str, partitions: int, records: int, batch: int = 50_000) -> None:
+    rng = np.random.default_rng(7)
+    done = 0
+    while done < records:
+        n = min(batch, records - done)
+        values = pa.array([rng.bytes(VALUE_BYTES) for _ in range(n)], pa.binary())
+        keys = pa.array([f"key-{i % 10_000}".encode() for i in range(done, done + n)], pa.binary())
+        parts = pa.array((np.arange(done, done + n) % partitions).astype(np.int32))
+        broker.produce(topic, pa.table({"key": keys, "value": values, "partition": parts}))
+        done += n
+
+
+def _timed(fn: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - started, out
+
+
+def _batch_read(spark: Any, broker: Any, root: str, records: int) -> list[dict]:
+    broker.create_topic("bench-read", 4)
+    _fill(broker, "bench-read", 4, records)
+    source = spark.read.format("lakelog").option("lakelog.root", root).option("subscribe", "bench-read")
+    files = f"{broker.topic_log('bench-read').uri}/partition=*/*.parquet"
+    source.load().count()  # warm both paths (Python workers, JIT)
+    spark.read.parquet(files).count()
+    ours, n1 = _timed(lambda: source.load().selectExpr("sum(length(value))", "count(*)").collect())
+    theirs, n2 = _timed(lambda: spark.read.parquet(files).selectExpr("sum(length(value))", "count(*)").collect())
+    ratio = (records / ours) / (records / theirs)
+    return [
+        {"name": "spark batch read, lakelog source", "value": round(records / ours), "unit": "records/s"},
+        {"name": "spark batch read, spark.read.parquet (same files)", "value": round(records / theirs),
+         "unit": "records/s"},
+        {"name": "lakelog source vs parquet", "value": round(ratio, 2), "unit": "x", "target": ">= 0.7",
+         "met": ratio >= 0.7},
+    ]
+
+
+def _stream_read(spark: Any, root: str, records: int, max_offsets: int | None) -> dict:
+    reader = (spark.readStream.format("lakelog").option("lakelog.root", root).option("subscribe", "bench-read")
+              .option("startingOffsets", "earliest"))
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    checkpoint = tempfile.mkdtemp()
+    query = reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    seconds, _ = _timed(query.processAllAvailable)
+    query.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    label = f"maxOffsetsPerTrigger={max_offsets}" if max_offsets else "maxOffsetsPerTrigger unset"
+    return {"name": f"spark streaming read, {label}", "value": round(records / seconds), "unit": "records/s"}
+
+
+def _job_sizes(spark: Any, broker: Any, job: str, sizes: list[int]) -> list[dict]:
+    from lakelog.spark_jobs.jobs import run_job
+
+    out = []
+    for records in sizes:
+        topic = f"bench-{job}-{records}"
+        config = {"segment.bytes": str(512 * 1024 * 1024), "segment.ms": "1"}
+        if job == "compact":
+            config = {"cleanup.policy": "compact", "segment.bytes": str(512 * 1024 * 1024)}
+        if job == "retention":
+            config = {"retention.bytes": "0"}
+        broker.create_topic(topic, 2, config)
+        _fill(broker, topic, 2, records, batch=max(records // 20, 1))  # 20 files per partition's worth of commits
+        log = broker.topic_log(topic)
+        log.refresh()
+        size = sum(f.size_bytes for p in range(2) for f in log.segments(p))
+        files = sum(len(log.segments(p)) for p in range(2))
+        seconds, report = _timed(lambda: run_job(job, broker, spark, topics=[topic]))
+        figure = {"name": f"{job}, {records} records ({size / 1e6:.1f} MB, {files} files)",
+                  "value": round(seconds, 3), "unit": "s",
+                  "note": f"{report.commits} commits, {report.files_removed} files removed"}
+        if job != "retention":
+            figure = {**figure, "value": round(size / 1e6 / seconds, 1), "unit": "MB/s",
+                      "note": figure["note"] + f", {seconds:.2f} s"}
+        out.append(figure)
+    return out
+
+
+def run(console: Any) -> list[dict]:
+    from pyspark.sql import SparkSession
+
+    from lakelog.platform import Broker
+    from lakelog.spark_jobs import register
+
+    spark = (SparkSession.builder.master("local[2]").appName("lakelog-bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    root = tempfile.mkdtemp(prefix="lakelog-bench-spark-")
+    broker = Broker(root=root, linger_ms=0)
+    figures: list[dict] = []
+    try:
+        records = 1_000_000
+        console.print(f"spark: batch read of {records} records")
+        figures += _batch_read(spark, broker, root, records)
+        console.print("spark: streaming read")
+        figures.append(_stream_read(spark, root, records, None))
+        figures.append(_stream_read(spark, root, records, 100_000))
+        for job in ("roll", "compact", "retention"):
+            console.print(f"spark: {job} at two sizes")
+            figures += _job_sizes(spark, broker, job, [100_000, 400_000])
+    finally:
+        broker.close()
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return figures
+
+
+if __name__ == "__main__":
+    from rich.console import Console
+
+    for figure in run(Console()):
+        print(figure)
