@@ -7,15 +7,15 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from lakelog.ingest_api.state import Services, services_of
+from lakelog.ingest_api.state import Services, current_services, services_of
 
 bearer = HTTPBearer(auto_error=False, description="An API key, when the server has authentication on")
 
 
-def principal(request: Request,
+async def principal(request: Request,
               credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
     token = credentials.credentials if credentials is not None else None
-    return services_of(request).authorizer.authenticate(token)
+    return current_services(request).authorizer.authenticate(token)
 
 
 Principal = Annotated[str, Depends(principal)]

@@ -161,12 +161,11 @@ _ENCODERS: dict[str, Callable[[Any, int, str], Any]] = {"string": _string, "json
 
 
 def _binary_array(values: list[Any], fmt: str) -> pa.Array:
-    if fmt == "string":
-        try:
-            return pa.array(values, pa.string()).cast(pa.binary())
-        except (pa.ArrowInvalid, UnicodeEncodeError) as exc:  # lone surrogates cannot be UTF-8
-            raise MalformedRequest(f"a string is not valid Unicode: {exc}") from None
-    return pa.array(values, pa.binary())
+    """Strings are UTF-8 encoded by Arrow itself (no per-record encode, no cast)."""
+    try:
+        return pa.array(values, pa.binary())
+    except (pa.ArrowInvalid, UnicodeEncodeError) as exc:  # lone surrogates cannot be UTF-8
+        raise MalformedRequest(f"a {fmt} field is not valid Unicode: {exc}") from None
 
 
 def _int(value: Any, i: int, name: str, upper: int) -> int | None:

@@ -44,11 +44,16 @@ class Services:
             self.inflight_bytes -= size
 
 
-def services_of(request: Request) -> Services:
+def current_services(request: Request) -> Services:
     services: Services | None = getattr(request.app.state, "services", None)
     if services is None:
         raise ShuttingDown("the server is not ready")
     return services
+
+
+async def services_of(request: Request) -> Services:
+    """The dependency (async: no worker-thread hop on the hot path)."""
+    return current_services(request)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

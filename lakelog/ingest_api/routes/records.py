@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Mapping
 
 import orjson
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from lakelog.ingest_api import codec
-from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.auth import Principal, Svc, bearer
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.ingest_api.state import Services, blocking, read_body
+from lakelog.ingest_api.state import Services, blocking, current_services, read_body
 from lakelog.platform.errors import RequestTimedOut
 from lakelog.platform.records import FetchResult, ProduceResult
 from lakelog.schemas import TOPIC_SCHEMA
@@ -42,36 +42,61 @@ def json_response(payload: object, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
+def _query_doc(name: str, schema: dict, description: str) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+PRODUCE_PARAMETERS = [
+    _query_doc("acks", {"type": "string", "enum": ["0", "1", "all", "-1"], "default": "1"},
+               "0: answered once accepted; 1 and all: after the commit"),
+    _query_doc("timeout_ms", {"type": "integer", "minimum": 1, "maximum": 300_000}, "Produce deadline"),
+    _query_doc("key_format", {"type": "string", "enum": list(codec.FORMATS), "default": "string"},
+               "NDJSON bodies: how keys are written"),
+    _query_doc("value_format", {"type": "string", "enum": list(codec.FORMATS), "default": "string"},
+               "NDJSON bodies: how values are written"),
+    _query_doc("producer_id", {"type": "integer", "minimum": 0, "maximum": codec.IDEMPOTENCY_BASE - 1},
+               "Idempotent producer id"),
+    _query_doc("producer_epoch", {"type": "integer", "minimum": 0, "maximum": 32767}, "Idempotent producer epoch"),
+    _query_doc("sequence", {"type": "integer", "minimum": 0, "maximum": codec.MAX_INT32},
+               "Sequence of the first record"),
+    {"name": "Idempotency-Key", "in": "header", "required": False,
+     "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+     "description": "A retried request with the same key is answered with the first answer's offsets"},
+]
+QUERY_NAMES = frozenset(p["name"] for p in PRODUCE_PARAMETERS if p["in"] == "query")
+
+
 @router.post(
     "/{topic}/records",
     response_model=ProduceResponse,
-    openapi_extra=PRODUCE_BODY,
+    openapi_extra={**PRODUCE_BODY, "parameters": PRODUCE_PARAMETERS},
     summary="Produce records; answers one {partition, offset, timestamp} per record, in order",
     responses={404: {"description": "Unknown topic or partition"}, 413: {"description": "Record or body too large"}},
+    dependencies=[Depends(bearer)],
 )
-async def produce(
-    topic: TopicName,
-    request: Request,
-    services: Svc,
-    principal: Principal,
-    acks: Annotated[Literal["0", "1", "all", "-1"], Query(description="0, 1 or all")] = "1",
-    timeout_ms: Annotated[int | None, Query(ge=1, le=300_000)] = None,
-    key_format: Annotated[FormatQ, Query(description="NDJSON bodies: how keys are written")] = "string",
-    value_format: Annotated[FormatQ, Query(description="NDJSON bodies: how values are written")] = "string",
-    producer_id: Annotated[int | None, Query(ge=0, le=2**62 - 1)] = None,
-    producer_epoch: Annotated[int | None, Query(ge=0, le=32767)] = None,
-    sequence: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)] = None,
-) -> Response:
+async def produce(topic: TopicName, request: Request) -> Response:
+    """The hot path: query and headers are read directly (no per-parameter dependency solving)."""
     started = time.perf_counter()
+    services = current_services(request)
+    principal = services.authorizer.authenticate(bearer_token(request))
     services.authorizer.check(principal, "write", "topic", topic)
+    query = request.query_params
+    unknown = query.keys() - QUERY_NAMES
+    if unknown:
+        raise SchemaViolation(f"unknown query parameter(s) {sorted(unknown)}")
+    acks = query.get("acks", "1")
+    if acks not in ("0", "1", "all", "-1"):
+        raise SchemaViolation(f"acks must be 0, 1 or all, got {acks!r}")
+    timeout_ms = query_int(query, "timeout_ms", 1, 300_000)
+    query_producer = {name: value for name, upper in (("producer_id", codec.IDEMPOTENCY_BASE - 1),
+                                                      ("producer_epoch", 32767), ("sequence", codec.MAX_INT32))
+                      if (value := query_int(query, name, 0, upper)) is not None}
     body = await read_body(request, services.settings.max_request_bytes)
-    parsed = parse_body(request.headers.get("content-type", "application/json"), body, key_format, value_format)
-    query_producer = {k: v for k, v in (("producer_id", producer_id), ("producer_epoch", producer_epoch),
-                                        ("sequence", sequence)) if v is not None}
+    parsed = parse_body(request.headers.get("content-type", "application/json"), body,
+                        query.get("key_format", "string"), query.get("value_format", "string"))
     if query_producer and parsed.producer:
         raise SchemaViolation("give the producer fields either in the query or in the body, not both")
-    producer = codec.producer_batch(query_producer or parsed.producer, idempotency_key)
+    producer = codec.producer_batch(query_producer or parsed.producer, request.headers.get("idempotency-key"))
     services.reserve(len(body))
     try:
         result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer)
@@ -83,6 +108,26 @@ async def produce(
     metrics.produce_bytes.labels(topic).inc(len(body))
     metrics.produce_latency.labels(acks).observe(time.perf_counter() - started)
     return json_response({"offsets": offsets_payload(result)})
+
+
+def query_int(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
+    raw = query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SchemaViolation(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise SchemaViolation(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header and header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return None
 
 
 def parse_body(content_type: str, body: bytes, key_format: str, value_format: str) -> codec.ParsedProduce:

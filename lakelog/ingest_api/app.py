@@ -1,0 +1,96 @@
+"""The FastAPI application: wiring of broker, group coordinator, access control, metrics and routes."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from lakelog.ingest_api import errors
+from lakelog.ingest_api.metrics import Metrics
+from lakelog.ingest_api.models import ProduceRequest
+from lakelog.ingest_api.routes import admin, groups, records, topics
+from lakelog.ingest_api.state import Services
+from lakelog.platform import Broker
+from lakelog.platform.acl import AclStore, Authorizer
+from lakelog.platform.groups import GroupCoordinator
+from lakelog.settings import Settings
+
+log = logging.getLogger(__name__)
+WORKER_THREADS = 256  # long polls hold a worker thread each
+
+DESCRIPTION = """Kafka's model (topics, partitions, offsets, consumer groups) stored as Delta Lake tables.
+
+Errors are JSON `{"error_code", "message", "retriable"}` with Kafka's error names. When the server has
+authentication on, send `Authorization: Bearer <API key>`.
+"""
+
+
+def start_services(settings: Settings, broker: Broker | None = None) -> Services:
+    broker = broker or Broker(settings)
+    coordinator = GroupCoordinator(
+        broker,
+        initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=settings.group_min_session_timeout_ms,
+        max_session_timeout_ms=settings.group_max_session_timeout_ms,
+        commit_linger_ms=settings.offsets_commit_linger_ms,
+    )
+    acls = AclStore(broker.storage)
+    authorizer = Authorizer.from_json(acls, settings.api_keys_json, settings.admin_principals)
+    metrics = Metrics()
+    metrics.attach(broker, coordinator)
+    return Services(settings, broker, coordinator, acls, authorizer, metrics)
+
+
+def stop_services(services: Services) -> None:
+    """Graceful: no new produce, pending produce flushed (acks >= 1 answered), group offsets committed."""
+    services.closing = True
+    try:
+        services.coordinator.close()
+    finally:
+        services.broker.close()
+
+
+def create_app(settings: Settings | None = None, broker: Broker | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        services = await anyio.to_thread.run_sync(start_services, settings, broker)
+        app.state.services = services
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(stop_services, services)
+            app.state.services = None
+
+    app = FastAPI(title="lakelog", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+
+    def count_error(code: str) -> None:
+        services = getattr(app.state, "services", None)
+        if services is not None:
+            services.metrics.errors.labels(code).inc()
+
+    errors.install(app, count_error)
+    for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router):
+        app.include_router(router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The generated document, plus the produce body schema (parsed in bulk, not by a pydantic parameter)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    produce = ProduceRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(produce.pop("$defs", {}))
+    components["ProduceRequest"] = produce
+    app.openapi_schema = schema
+    return schema

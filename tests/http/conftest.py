@@ -1,0 +1,190 @@
+"""Real servers for the HTTP tests: uvicorn on 127.0.0.1 (a thread, or a subprocess for SIGKILL), httpx clients."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from lakelog.ingest_api import create_app
+from lakelog.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_DEFAULTS: dict[str, Any] = {
+    "group_initial_rebalance_delay_ms": 0,
+    "group_min_session_timeout_ms": 100,
+    "linger_ms": 5,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ThreadServer:
+    """uvicorn in a thread of the test process; stop() is a graceful shutdown."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning",
+                                access_log=False, lifespan="on", log_config=None, timeout_graceful_shutdown=10)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ThreadServer":
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+
+class ProcessServer:
+    """`python -m lakelog.cli serve` in a subprocess: for SIGKILL and restart tests."""
+
+    def __init__(self, root: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.root = root
+        self.port = port or free_port()
+        self.env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+                    "LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "100", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ProcessServer":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lakelog.cli", "--root", self.root, "serve", "--port", str(self.port)],
+            cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server subprocess did not become ready")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+
+def make_settings(root: Path | str, **overrides: Any) -> Settings:
+    return Settings(root=str(root), **{**TEST_DEFAULTS, **overrides})
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., ThreadServer]]:
+    """Start servers (same root unless given); all are stopped at the end."""
+    started: list[ThreadServer] = []
+
+    def start(root: Path | str | None = None, **overrides: Any) -> ThreadServer:
+        server = ThreadServer(make_settings(root or tmp_path / "root", **overrides)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.thread.is_alive():
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
+    """One server per test module; tests use their own topic and group names."""
+    server = ThreadServer(make_settings(tmp_path_factory.mktemp("shared"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(shared_server: ThreadServer) -> Iterator[httpx.Client]:
+    with shared_server.client() as c:
+        yield c
+
+
+_names = iter(range(10**9))
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    return f"t{next(_names)}-{request.node.name[:40]}".replace("[", "-").replace("]", "").replace("/", "-")
+
+
+def create_topic(client: httpx.Client, name: str, partitions: int = 1, **config: Any) -> dict[str, Any]:
+    response = client.post("/v1/topics", json={"name": name, "partitions": partitions, "config": config})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def end_offsets(client: httpx.Client, topic: str) -> list[int]:
+    response = client.get(f"/v1/topics/{topic}")
+    assert response.status_code == 200, response.text
+    return [p["log_end_offset"] for p in response.json()["partitions"]]
+
+
+def fetch_all(client: httpx.Client, topic: str, partition: int, **params: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    offset = params.pop("offset", 0)
+    while True:
+        response = client.get(f"/v1/topics/{topic}/partitions/{partition}/records",
+                              params={"offset": offset, "max_records": 5000, **params})
+        assert response.status_code == 200, response.text
+        records = response.json()["records"]
+        if not records:
+            return out
+        out.extend(records)
+        offset = records[-1]["offset"] + 1
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_logs() -> None:
+    for name in ("werkzeug", "uvicorn.error", "uvicorn.access", "botocore", "s3fs"):
+        logging.getLogger(name).setLevel(logging.ERROR)
