@@ -13,6 +13,11 @@ from typing import Sequence
 
 from lakelog.platform.index import SegmentFile
 
+
+def is_segment(segment: SegmentFile) -> bool:
+    """Written by a roll or a compaction (see rewrite.SEGMENT_MARK): a finished segment."""
+    return "-seg-" in segment.path.rsplit("/", 1)[-1]
+
 # A file at least this fraction of segment.bytes is a finished segment: rolls
 # never rewrite it again (a rewrite of it would only add a few small files).
 FULL_FRACTION = 0.5
@@ -64,7 +69,7 @@ def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, 
         run.clear()
 
     for segment in sorted(files, key=lambda f: f.min_offset):
-        if segment.size_bytes >= segment_bytes * FULL_FRACTION:
+        if segment.size_bytes >= segment_bytes * FULL_FRACTION or is_segment(segment):
             close("age" if _aged(run, segment_ms, now_ms) else "none")
             continue
         run.append(segment)

@@ -25,6 +25,11 @@ from lakelog.platform.log import file_stats
 from lakelog.platform.storage import Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
+# Files written by a roll or a compaction are finished segments; rolls never merge them again.
+SEGMENT_MARK = "seg-"
+  # plan.is_segment recognises it
+
+
 # Row groups small enough that a fetch (hundreds of records) reads one or two of them.
 ROW_GROUP_BYTES = 1 << 20
 MIN_ROW_GROUP_ROWS = 1_024
@@ -59,10 +64,15 @@ class RewriteResult:
 
 def merge_segments(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
                    target_bytes: int) -> RewriteResult:
-    """Concatenate the files, in offset order, into files of about `target_bytes` (segment roll)."""
+    """Concatenate the files, in offset order, into one file (segment roll).
+
+    The planner closes a group once it holds about `target_bytes`, so one output
+    per group is one segment; small inputs carry per-file overhead, so the
+    output is usually smaller than the sum of the inputs.
+    """
     ordered = sorted(inputs, key=lambda f: f.min_offset)
     tables = (_read(storage, table_uri, f) for f in ordered)
-    return _write_run(storage, table_uri, partition, ordered, tables, target_bytes)
+    return _write_run(storage, table_uri, partition, ordered, tables, target_bytes, one_file=True)
 
 
 def compact_segments(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
@@ -90,7 +100,7 @@ def compact_segments(storage: Storage, table_uri: str, partition: int, inputs: S
 def _latest_offsets(storage: Storage, table_uri: str, files: Sequence[SegmentFile]) -> np.ndarray:
     """Sorted offsets of the last record of each key in the run."""
     pieces = [_read(storage, table_uri, f, ["offset", "key"]) for f in files]
-    keys = pa.concat_tables(pieces) if pieces else pa.table({"offset": pa.array([], pa.int64()),
+    keys = pa.concat_tables(pieces, promote_options="permissive") if pieces else pa.table({"offset": pa.array([], pa.int64()),
                                                               "key": pa.array([], pa.binary())})
     keyed = keys.filter(pc.is_valid(keys.column("key")))
     if keyed.num_rows == 0:
@@ -124,12 +134,12 @@ def _read(storage: Storage, table_uri: str, segment: SegmentFile, columns: list[
 
 
 def _write_run(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
-               tables: Iterator[pa.Table], target_bytes: int) -> RewriteResult:
+               tables: Iterator[pa.Table], target_bytes: int, one_file: bool = False) -> RewriteResult:
     bytes_in = sum(f.size_bytes for f in inputs)
     records_in = sum(f.num_records for f in inputs)
     # Size outputs by records: the inputs' bytes per record predict the output's.
     per_record = max(bytes_in / max(records_in, 1), 1.0)
-    target_rows = max(int(target_bytes / per_record), 1)
+    target_rows = max(records_in, 1) if one_file else max(int(target_bytes / per_record), 1)
     row_group = int(min(max(ROW_GROUP_BYTES / per_record, MIN_ROW_GROUP_ROWS), MAX_ROW_GROUP_ROWS))
     chunks = list(_chunks(tables, target_rows))
     if not chunks:  # everything dropped: one empty file keeps the offset range covered
@@ -154,15 +164,15 @@ def _chunks(tables: Iterator[pa.Table], target_rows: int) -> Iterator[pa.Table]:
             rows += take
             table = table.slice(take)
             if rows >= target_rows:
-                yield pa.concat_tables(pending)
+                yield pa.concat_tables(pending, promote_options="permissive")
                 pending, rows = [], 0
     if rows:
-        yield pa.concat_tables(pending)
+        yield pa.concat_tables(pending, promote_options="permissive")
 
 
 def _write_file(storage: Storage, table_uri: str, partition: int, table: pa.Table, lo: int, hi: int,
                 row_group: int, first: SegmentFile, last: SegmentFile) -> WrittenFile:
-    relative = f"partition={partition}/{lo:020d}-{uuid.uuid4().hex[:12]}.parquet"
+    relative = f"partition={partition}/{lo:020d}-{SEGMENT_MARK}{uuid.uuid4().hex[:12]}.parquet"
     uri = f"{table_uri}/{relative}"
     storage.makedirs(f"{table_uri}/partition={partition}")
     with storage.arrow_fs.open_output_stream(storage.fs_path(uri)) as sink:

@@ -92,7 +92,7 @@ class _SinkBase(DataSourceArrowWriter):
                 by_topic[topic].append(table)
         staged = []
         for topic, tables in by_topic.items():
-            table = pa.concat_tables(tables)
+            table = pa.concat_tables(tables, promote_options="permissive")
             uri = storage.uri(STAGING, topic, f"{uuid.uuid4().hex}.parquet")
             storage.makedirs(storage.uri(STAGING, topic))
             with storage.arrow_fs.open_output_stream(storage.fs_path(uri)) as out:
@@ -120,7 +120,7 @@ class _SinkBase(DataSourceArrowWriter):
             for f in (message.files if message is not None else []):
                 with storage.open_input(f.uri) as source:
                     grouped[f.topic].append(pq.read_table(source))
-        return {t: pa.concat_tables(ts) for t, ts in grouped.items()}
+        return {t: pa.concat_tables(ts, promote_options="permissive") for t, ts in grouped.items()}
 
     def _delete_staged(self, messages: list) -> None:
         uris = [f.uri for m in messages if m is not None for f in m.files]

@@ -1,0 +1,201 @@
+"""The maintenance jobs' common runner: plan on the driver, rewrite on executors, commit per partition.
+
+Each job plans from the Delta snapshot (file stats: cheap), ships rewrite
+tasks to executors (one task per partition plan), and commits each
+partition's added and removed files in one Delta commit through
+`TopicLog.commit_file_changes`. Producers appending at the same time never
+conflict (no offset moves); when another job removed one of the input files
+first, the outputs are deleted and the partition is re-planned, up to
+`MAX_ROUNDS` times. A run with nothing to do commits nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+from deltalake.transaction import AddAction
+
+from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_segments
+from lakelog.platform import Broker
+from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.index import SegmentFile
+from lakelog.platform.log import TopicLog
+from lakelog.spark_jobs.connection import Connection
+
+log = logging.getLogger(__name__)
+
+JOBS = ("retention", "roll", "compact", "vacuum")
+MAX_ROUNDS = 3
+Progress = Callable[[str, int, int], None]  # (message, done, total)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    topic: str
+    partition: int
+    job: str  # retention | roll | compact
+    inputs: tuple[SegmentFile, ...]
+    groups: tuple[tuple[str, ...], ...]  # input paths rewritten together (roll and compact)
+    description: str
+    target_bytes: int = 0
+    delete_retention_ms: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "job": self.job, "files": len(self.inputs),
+                "bytes": sum(f.size_bytes for f in self.inputs), "plan": self.description}
+
+
+@dataclass
+class JobReport:
+    job: str
+    dry_run: bool
+    plans: list[PartitionPlan] = field(default_factory=list)
+    commits: int = 0
+    conflicts: int = 0
+    unchanged: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_in: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    files_deleted: int = 0  # vacuum
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["plans"] = [p.summary() for p in self.plans]
+        return out
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    connection: Connection
+    table_uri: str
+    plan: PartitionPlan
+
+
+def run_job(job: str, broker: Broker, spark: Any = None, topics: Sequence[str] | None = None,
+            dry_run: bool = False, now_ms: int | None = None, progress: Progress | None = None) -> JobReport:
+    """Run one job over the given topics (all when None). `spark=None` runs rewrites in this process."""
+    if job not in JOBS:
+        raise ValueError(f"unknown job {job!r}; jobs: {', '.join(JOBS)}")
+    started = time.monotonic()
+    if job == "vacuum":
+        from lakelog.spark_jobs.vacuum import run_vacuum
+
+        report = run_vacuum(broker, _metas(broker, topics), dry_run, now_ms, progress)
+    else:
+        report = JobReport(job, dry_run)
+        wanted: set[tuple[str, int]] | None = None
+        for _ in range(MAX_ROUNDS):
+            plans = _plan(job, broker, _metas(broker, topics), now_ms, wanted)
+            if not report.plans:
+                report.plans = plans
+            if dry_run or not plans:
+                break
+            conflicted = _execute_and_commit(job, broker, spark, plans, report, progress)
+            if not conflicted:
+                break
+            wanted = conflicted
+    report.seconds = time.monotonic() - started
+    log.info("job finished", extra={"fields": {k: v for k, v in report.to_dict().items() if k != "plans"}})
+    return report
+
+
+def _metas(broker: Broker, topics: Sequence[str] | None) -> list[TopicMeta]:
+    metas = broker.list_topics()
+    if topics:
+        known = {m.name for m in metas}
+        for name in topics:
+            if name not in known:
+                broker.topic(name)  # raises UNKNOWN_TOPIC_OR_PARTITION with the core's message
+        metas = [m for m in metas if m.name in set(topics)]
+    return metas
+
+
+def _plan(job: str, broker: Broker, metas: list[TopicMeta], now_ms: int | None,
+          wanted: set[tuple[str, int]] | None) -> list[PartitionPlan]:
+    from lakelog.spark_jobs.compact import plan_log_compaction
+    from lakelog.spark_jobs.retention import plan_retention
+    from lakelog.spark_jobs.roll import plan_segment_roll
+
+    planner = {"retention": plan_retention, "roll": plan_segment_roll, "compact": plan_log_compaction}[job]
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    plans = []
+    for meta in metas:
+        topic_log = broker.topic_log(meta.name)
+        topic_log.refresh()
+        plans += [p for p in planner(meta, topic_log, now)
+                  if wanted is None or (p.topic, p.partition) in wanted]
+    return plans
+
+
+def _execute_and_commit(job: str, broker: Broker, spark: Any, plans: list[PartitionPlan], report: JobReport,
+                        progress: Progress | None) -> set[tuple[str, int]]:
+    if job == "retention":  # metadata only: nothing for executors to do
+        results: list[list[RewriteResult]] = [[] for _ in plans]
+    else:
+        tasks = [RewriteTask(_connection(broker), broker.topic_log(p.topic).uri, p) for p in plans]
+        if progress:
+            progress(f"{job}: rewriting {len(tasks)} partition(s) on executors", 0, len(plans))
+        if spark is not None:
+            results = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_rewrite).collect()
+        else:
+            results = [execute_rewrite(t) for t in tasks]
+    conflicted: set[tuple[str, int]] = set()
+    for done, (plan, result) in enumerate(zip(plans, results), 1):
+        if not _commit(job, broker, plan, result, report):
+            conflicted.add((plan.topic, plan.partition))
+        if progress:
+            progress(f"{job}: committed {plan.topic}-{plan.partition}", done, len(plans))
+    return conflicted
+
+
+def _connection(broker: Broker) -> Connection:
+    return Connection(broker.settings.root, dict(broker.storage.options))
+
+
+def execute_rewrite(task: RewriteTask) -> list[RewriteResult]:
+    """Executor side: rewrite each group of the plan; results name the files written."""
+    storage = task.connection.storage()
+    plan = task.plan
+    by_path = {f.path: f for f in plan.inputs}
+    results = []
+    for group in plan.groups:
+        inputs = [by_path[p] for p in group]
+        if plan.job == "roll":
+            results.append(merge_segments(storage, task.table_uri, plan.partition, inputs, plan.target_bytes))
+        else:
+            results.append(compact_segments(storage, task.table_uri, plan.partition, inputs, plan.target_bytes,
+                                            plan.delete_retention_ms))
+    return results
+
+
+def _commit(job: str, broker: Broker, plan: PartitionPlan, results: list[RewriteResult], report: JobReport) -> bool:
+    topic_log: TopicLog = broker.topic_log(plan.topic)
+    by_path = {f.path: f for f in plan.inputs}
+    if job == "retention":
+        removes = list(plan.inputs)
+        adds: list[AddAction] = []
+    else:
+        changed = [r for r in results if r.changed]
+        if not changed:
+            report.unchanged += 1
+            return True
+        removes = [by_path[p] for r in changed for p in r.inputs]
+        adds = [AddAction(o.path, o.size_bytes, {"partition": str(o.partition)}, o.modification_time_ms, job != "roll",
+                          o.stats) for r in changed for o in r.outputs]
+    if topic_log.commit_file_changes(adds, removes, data_change=job != "roll"):
+        report.commits += 1
+        report.files_removed += len(removes)
+        report.files_added += len(adds)
+        report.bytes_in += sum(f.size_bytes for f in removes)
+        report.records_in += sum(r.records_in for r in results if r.changed)
+        report.records_out += sum(r.records_out for r in results if r.changed)
+        return True
+    report.conflicts += 1
+    topic_log.storage.delete_files([f"{topic_log.uri}/{a.path}" for a in adds])  # orphans of the lost commit
+    return False

@@ -1,0 +1,71 @@
+"""The jobs on a schedule, in their own process: `python -m lakelog.spark_jobs.scheduler --root URI --interval-s N`.
+
+`lakelog serve` starts this as a separate process so the API never stalls on
+Spark. Each round runs retention, roll, compact and vacuum over all topics
+with one local SparkSession kept for the life of the process; a failing job
+is logged and the next round tries again. SIGTERM/SIGINT stop it between jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from lakelog.observability import configure_logging
+from lakelog.platform import Broker
+from lakelog.settings import Settings
+from lakelog.spark_jobs.jobs import JOBS, run_job
+
+log = logging.getLogger("lakelog.spark_jobs.scheduler")
+
+
+def run_round(broker: Broker, spark: object, stop: threading.Event) -> None:
+    for job in JOBS:
+        if stop.is_set():
+            return
+        try:
+            report = run_job(job, broker, spark)
+            log.info("scheduled job done", extra={"fields": {"job": job, "commits": report.commits,
+                                                            "files_deleted": report.files_deleted,
+                                                            "seconds": round(report.seconds, 3)}})
+        except Exception:  # one bad round must not end the schedule
+            log.exception("scheduled job %s failed", job)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lakelog-scheduler")
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--interval-s", type=float, default=300.0)
+    parser.add_argument("--storage", action="append", default=[], help="storage option key=value (repeatable)")
+    parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0 = run until stopped)")
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.interval_s <= 0:
+        parser.error("--interval-s must be > 0")
+    configure_logging(args.log_level)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    from lakelog.spark_jobs.session import local_session
+
+    spark = local_session("lakelog-scheduler", cores="2")
+    broker = Broker(Settings(root=args.root, storage=dict(p.split("=", 1) for p in args.storage)))
+    rounds = 0
+    try:
+        while not stop.is_set():
+            run_round(broker, spark, stop)
+            rounds += 1
+            if args.rounds and rounds >= args.rounds:
+                break
+            stop.wait(args.interval_s)
+    finally:
+        broker.close()
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Vacuum: physically delete data files the table no longer references, after `file.delete.delay.ms`.
+
+Retention, roll and compaction remove files from the table in a commit; the
+files stay on storage so that readers in flight (a fetch, a Spark task that
+planned them) finish. This job reads the remove actions of the commits made
+since its last run, remembers when each file was removed (in
+`<table>/_lakelog/vacuum.json`, ignored by Delta readers as an `_` folder), and
+deletes those removed longer ago than the topic's `file.delete.delay.ms`.
+It also deletes sink staging files left by crashed queries after a day.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from lakelog.platform import Broker
+from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.log import TopicLog
+
+STATE_FILE = "_lakelog/vacuum.json"
+STAGING_MAX_AGE_MS = 24 * 3600 * 1000
+
+
+def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: int | None,
+               progress: Any = None) -> Any:
+    from lakelog.spark_jobs.jobs import JobReport, PartitionPlan
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    report = JobReport("vacuum", dry_run)
+    for done, meta in enumerate(metas, 1):
+        topic_log = broker.topic_log(meta.name)
+        topic_log.refresh()
+        state = _load_state(topic_log)
+        _scan_removes(topic_log, state)
+        active = {f.path for p in range(meta.partitions) for f in topic_log.segments(p)}
+        horizon = now - meta.config.file_delete_delay_ms
+        due = sorted(p for p, ts in state["pending"].items() if ts <= horizon and p not in active)
+        if due:
+            report.plans.append(PartitionPlan(meta.name, -1, "vacuum", (), (tuple(due),),
+                                              f"delete {len(due)} files removed over "
+                                              f"{meta.config.file_delete_delay_ms} ms ago"))
+        if not dry_run:
+            topic_log.storage.delete_files([f"{topic_log.uri}/{p}" for p in due])
+            for p in due:
+                del state["pending"][p]
+            _save_state(topic_log, state)
+            report.files_deleted += len(due)
+        if progress:
+            progress(f"vacuum: {meta.name}", done, len(metas))
+    report.files_deleted += _clean_staging(broker, now, dry_run)
+    return report
+
+
+def _scan_removes(topic_log: TopicLog, state: dict[str, Any]) -> None:
+    """Add the remove actions of commits after the last scanned version to the pending deletes."""
+    fs = topic_log.storage.fsspec
+    current = topic_log.version
+    for version in range(state["scanned_version"] + 1, current + 1):
+        path = topic_log.storage.fs_path(f"{topic_log.uri}/_delta_log/{version:020d}.json")
+        try:
+            with fs.open(path, "r") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            continue  # cleaned up with the log's retention (checkpointed long ago)
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            if "remove" in action:
+                remove = action["remove"]
+                state["pending"][remove["path"]] = int(remove.get("deletionTimestamp") or 0)
+    state["scanned_version"] = max(state["scanned_version"], current)
+
+
+def _load_state(topic_log: TopicLog) -> dict[str, Any]:
+    path = topic_log.storage.fs_path(f"{topic_log.uri}/{STATE_FILE}")
+    try:
+        with topic_log.storage.fsspec.open(path, "r") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {"scanned_version": -1, "pending": {}}
+
+
+def _save_state(topic_log: TopicLog, state: dict[str, Any]) -> None:
+    uri = f"{topic_log.uri}/{STATE_FILE}"
+    topic_log.storage.makedirs(uri.rsplit("/", 1)[0])
+    with topic_log.storage.fsspec.open(topic_log.storage.fs_path(uri), "w") as f:
+        json.dump(state, f)
+
+
+def _clean_staging(broker: Broker, now_ms: int, dry_run: bool) -> int:
+    from lakelog.spark_jobs.sink import STAGING
+
+    storage = broker.storage
+    base = storage.fs_path(storage.uri(STAGING))
+    if not storage.fsspec.exists(base):
+        return 0
+    old = []
+    for path, info in storage.fsspec.find(base, detail=True).items():
+        modified = info.get("mtime") or info.get("LastModified")
+        seconds = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or now_ms / 1000)
+        if now_ms - seconds * 1000 > STAGING_MAX_AGE_MS:
+            old.append(path)
+    if not dry_run:
+        for path in old:
+            storage.fsspec.rm(path)
+    return len(old)
