@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import Iterator, Optional
@@ -227,14 +228,36 @@ def serve(
     port: Optional[int] = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
     insecure: bool = typer.Option(False, "--insecure",
                                   help="Allow a non-loopback address without authentication"),
+    jobs: bool = typer.Option(True, "--jobs/--no-jobs",
+                              help="Run retention, roll, compaction and vacuum every LAKELOG_JOBS_INTERVAL_S "
+                                   "seconds in a separate process (local Spark)"),
 ) -> None:
     """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
     from lakelog.ingest_api.server import RefusedToStart, serve as run_server
 
+    config = settings(host=host, port=port, insecure=insecure or None)
+    scheduler = _start_job_scheduler(config) if jobs and config.jobs_interval_s > 0 else None
     try:
-        run_server(settings(host=host, port=port, insecure=insecure or None), State.log_level)
+        run_server(config, State.log_level)
     except RefusedToStart as exc:
         fail(str(exc))
+    finally:
+        if scheduler is not None:
+            scheduler.terminate()
+            try:
+                scheduler.wait(30)
+            except subprocess.TimeoutExpired:
+                scheduler.kill()
+
+
+def _start_job_scheduler(config: Settings) -> subprocess.Popen:
+    """The maintenance jobs on a schedule, in their own process, so the API never stalls on Spark."""
+    command = [sys.executable, "-m", "lakelog.spark_jobs.scheduler", "--root", config.root,
+               "--interval-s", str(config.jobs_interval_s), "--log-level", State.log_level,
+               "--parent-pid", str(os.getpid())]
+    for key, value in config.storage.items():
+        command += ["--storage", f"{key}={value}"]
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
 
 # ---- jobs (lakelog/spark_jobs) ---------------------------------------------------

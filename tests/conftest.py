@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Servers started by tests run no job schedule unless a test asks for one.
+os.environ.setdefault("LAKELOG_JOBS_INTERVAL_S", "0")
 
 
 def free_port() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -35,12 +36,23 @@ def run_round(broker: Broker, spark: object, stop: threading.Event) -> None:
             log.exception("scheduled job %s failed", job)
 
 
+def _stop_with_parent(parent: int, stop: threading.Event) -> None:
+    """A server killed with SIGKILL cannot stop us: notice that it is gone and stop."""
+    while not stop.wait(1.0):
+        if os.getppid() != parent:
+            stop.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lakelog-scheduler")
     parser.add_argument("--root", required=True)
     parser.add_argument("--interval-s", type=float, default=300.0)
     parser.add_argument("--storage", action="append", default=[], help="storage option key=value (repeatable)")
     parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0 = run until stopped)")
+    parser.add_argument("--first-delay-s", type=float, default=None,
+                        help="wait before the first round (default: one interval), so a short-lived server never "
+                             "starts Spark")
+    parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process is gone")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.interval_s <= 0:
@@ -49,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    parent = args.parent_pid or os.getppid()
+    threading.Thread(target=_stop_with_parent, args=(parent, stop), daemon=True).start()
+    if stop.wait(args.interval_s if args.first_delay_s is None else args.first_delay_s):
+        return 0
     from lakelog.spark_jobs.session import local_session
 
     spark = local_session("lakelog-scheduler", cores="2")
