@@ -307,6 +307,7 @@ _job_command("retention", "Remove closed segments past retention.ms / retention.
 _job_command("roll", "Merge small files into segments of about segment.bytes (dataChange=false).")
 _job_command("compact", "Keep the latest record per key in closed segments of compacted topics.")
 _job_command("vacuum", "Delete files removed from the table longer ago than file.delete.delay.ms.")
+_job_command("replicate", "Copy missing commits and files to every follower site, in version order (needs sites).")
 
 
 admin_app = typer.Typer(help="Replication admin: leader election and replica lag.", no_args_is_help=True)

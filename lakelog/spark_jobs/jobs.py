@@ -28,6 +28,7 @@ from lakelog.spark_jobs.connection import Connection
 log = logging.getLogger(__name__)
 
 JOBS = ("retention", "roll", "compact", "vacuum")
+REPLICATION_JOB = "replicate"  # only with sites configured
 MAX_ROUNDS = 3
 Progress = Callable[[str, int, int], None]  # (message, done, total)
 
@@ -80,10 +81,14 @@ class RewriteTask:
 def run_job(job: str, broker: Broker, spark: Any = None, topics: Sequence[str] | None = None,
             dry_run: bool = False, now_ms: int | None = None, progress: Progress | None = None) -> JobReport:
     """Run one job over the given topics (all when None). `spark=None` runs rewrites in this process."""
-    if job not in JOBS:
-        raise ValueError(f"unknown job {job!r}; jobs: {', '.join(JOBS)}")
+    if job not in JOBS and job != REPLICATION_JOB:
+        raise ValueError(f"unknown job {job!r}; jobs: {', '.join((*JOBS, REPLICATION_JOB))}")
     started = time.monotonic()
-    if job == "vacuum":
+    if job == REPLICATION_JOB:
+        from lakelog.spark_jobs.replicate import run_replication
+
+        report = run_replication(broker, spark, _metas(broker, topics), dry_run, progress)
+    elif job == "vacuum":
         from lakelog.spark_jobs.vacuum import run_vacuum
 
         report = run_vacuum(broker, _metas(broker, topics), dry_run, now_ms, progress)
@@ -138,7 +143,7 @@ def _execute_and_commit(job: str, broker: Broker, spark: Any, plans: list[Partit
     if job == "retention":  # metadata only: nothing for executors to do
         results: list[list[RewriteResult]] = [[] for _ in plans]
     else:
-        tasks = [RewriteTask(_connection(broker), broker.topic_log(p.topic).uri, p) for p in plans]
+        tasks = [RewriteTask(_connection(broker.topic_log(p.topic)), broker.topic_log(p.topic).uri, p) for p in plans]
         if progress:
             progress(f"{job}: rewriting {len(tasks)} partition(s) on executors", 0, len(plans))
         if spark is not None:
@@ -154,8 +159,9 @@ def _execute_and_commit(job: str, broker: Broker, spark: Any, plans: list[Partit
     return conflicted
 
 
-def _connection(broker: Broker) -> Connection:
-    return Connection(broker.settings.root, dict(broker.storage.options))
+def _connection(topic_log: TopicLog) -> Connection:
+    """Where the topic's table lives: the root, or its leader site when replicated."""
+    return Connection(topic_log.storage.root, dict(topic_log.storage.options))
 
 
 def execute_rewrite(task: RewriteTask) -> list[RewriteResult]:

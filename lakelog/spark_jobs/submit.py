@@ -17,12 +17,12 @@ from lakelog.observability import configure_logging
 from lakelog.platform import Broker
 from lakelog.platform.errors import LakelogError
 from lakelog.settings import Settings
-from lakelog.spark_jobs.jobs import JOBS, run_job
+from lakelog.spark_jobs.jobs import JOBS, REPLICATION_JOB, run_job
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lakelog-jobs", description="lakelog maintenance jobs on Spark")
-    parser.add_argument("job", choices=JOBS)
+    parser.add_argument("job", choices=(*JOBS, REPLICATION_JOB))
     parser.add_argument("--root", required=True, help="root URI: a folder or s3://bucket/prefix")
     parser.add_argument("--topic", action="append", default=None, help="a topic (repeatable); all when omitted")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
