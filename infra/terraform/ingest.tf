@@ -5,7 +5,12 @@ locals {
   container_name = "lakelog"
   container_port = 8080
 
-  service_environment = merge(var.service_environment, local.lakelog_env)
+  service_environment = merge(var.service_environment, local.lakelog_env, {
+    # The maintenance jobs run on EMR Serverless (spark.tf), not inside the
+    # server's embedded local-Spark scheduler (the image has no JVM for it).
+    LAKELOG_JOBS_INTERVAL_S = "0"
+    LAKELOG_LINGER_MS       = tostring(var.linger_ms)
+  })
 }
 
 resource "aws_ecr_repository" "lakelog" {
@@ -91,8 +96,8 @@ resource "aws_ecs_task_definition" "ingest" {
       name      = local.container_name
       image     = local.image
       essential = true
-      # The image's entrypoint is `lakelog`.
-      command = ["serve", "--root", local.root_uri, "--host", "0.0.0.0", "--port", tostring(local.container_port)]
+      # The image's entrypoint is `lakelog`; the root comes from LAKELOG_ROOT.
+      command = ["serve", "--host", "0.0.0.0", "--port", tostring(local.container_port)]
 
       portMappings = [
         { containerPort = local.container_port, protocol = "tcp", name = "http" },

@@ -21,7 +21,8 @@ locals {
   public_subnet_ids  = var.vpc_id == null ? module.network[0].public_subnet_ids : var.public_subnet_ids
   private_subnet_ids = var.vpc_id == null ? module.network[0].private_subnet_ids : var.private_subnet_ids
 
-  bucket     = var.create_bucket ? aws_s3_bucket.root[0].id : var.bucket_name
+  # A given bucket_name is used as is, so that policies are known at plan time.
+  bucket     = var.bucket_name != null ? var.bucket_name : aws_s3_bucket.root[0].id
   bucket_arn = "arn:${local.partition}:s3:::${local.bucket}"
 
   root_uri      = "s3://${local.bucket}/${var.root_prefix}"

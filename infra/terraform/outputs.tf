@@ -77,3 +77,8 @@ output "vpc_id" {
   description = "VPC of the deployment."
   value       = local.vpc_id
 }
+
+output "region" {
+  description = "AWS region of the deployment."
+  value       = local.region
+}

@@ -282,7 +282,7 @@ variable "desired_count" {
 
   validation {
     condition     = var.desired_count == 0 || var.desired_count == 1
-    error_message = "desired_count must be 1 (or 0 to stop the service). lakelog's ingest tier does not yet coordinate consumer groups and partition writers across nodes: with more than one task, each node would keep its own consumer-group state (members, generations, assignments) and its own per-partition write buffers, so groups would rebalance inconsistently and producers would contend on the same partitions. Scale up with task_cpu/task_memory instead."
+    error_message = "desired_count must be 1 (or 0 to stop the service). lakelog's ingest tier does not yet coordinate consumer groups and partition writers across nodes, so a second task would split consumer-group state between nodes: each node would keep its own group members, generations and assignments, and their producers would contend on the same partitions. Scale up with task_cpu and task_memory instead."
   }
 }
 
@@ -293,7 +293,7 @@ variable "max_task_count" {
 
   validation {
     condition     = var.max_task_count == 1
-    error_message = "max_task_count must be 1. lakelog's ingest tier does not yet coordinate consumer groups and partition writers across nodes, so autoscaling may not add a second task (it would split consumer-group state between nodes). Scale up with task_cpu/task_memory instead."
+    error_message = "max_task_count must be 1: autoscaling may not add a second task. lakelog's ingest tier does not yet coordinate consumer groups and partition writers across nodes, so a second task would split consumer-group state between nodes. Scale up with task_cpu and task_memory instead."
   }
 
   validation {
@@ -403,6 +403,17 @@ variable "readonly_root_filesystem" {
   default     = true
 }
 
+variable "linger_ms" {
+  description = "linger.ms of the ingest tier: how long a produce flush waits for more records. Every flush is one Delta commit that writes one S3 object per partition touched plus one log entry, so on S3 a longer linger trades a little produce latency for far fewer PUT requests (the main running cost at high throughput; see the README)."
+  type        = number
+  default     = 200
+
+  validation {
+    condition     = var.linger_ms >= 0 && var.linger_ms <= 60000 && floor(var.linger_ms) == var.linger_ms
+    error_message = "linger_ms must be a whole number of milliseconds between 0 and 60000."
+  }
+}
+
 variable "service_environment" {
   description = "Extra non-secret LAKELOG_* settings for the ingest tier, e.g. { LAKELOG_LOG_LEVEL = \"info\" }. Secrets belong in the API keys secret, never here."
   type        = map(string)
@@ -415,9 +426,9 @@ variable "service_environment" {
 
   validation {
     condition = alltrue([for k in keys(var.service_environment) : !contains(
-      ["LAKELOG_API_KEYS_JSON", "LAKELOG_ROOT", "LAKELOG_STORAGE__CONDITIONAL_PUT", "LAKELOG_STORAGE__AWS_REGION"], k
+      ["LAKELOG_API_KEYS_JSON", "LAKELOG_ROOT", "LAKELOG_STORAGE__CONDITIONAL_PUT", "LAKELOG_STORAGE__AWS_REGION", "LAKELOG_JOBS_INTERVAL_S", "LAKELOG_LINGER_MS"], k
     )])
-    error_message = "service_environment must not set LAKELOG_API_KEYS_JSON (it comes from Secrets Manager) nor LAKELOG_ROOT, LAKELOG_STORAGE__CONDITIONAL_PUT or LAKELOG_STORAGE__AWS_REGION (set by the module)."
+    error_message = "service_environment must not set LAKELOG_API_KEYS_JSON (it comes from Secrets Manager), nor LAKELOG_ROOT, LAKELOG_STORAGE__CONDITIONAL_PUT, LAKELOG_STORAGE__AWS_REGION or LAKELOG_JOBS_INTERVAL_S (set by the module), nor LAKELOG_LINGER_MS (use the linger_ms variable)."
   }
 }
 
@@ -490,11 +501,12 @@ variable "job_spark_conf" {
   description = "Spark configuration (--conf key=value) added to every scheduled job run, for sizing. The venv, Python and storage settings are set by the module."
   type        = map(string)
   default = {
-    "spark.driver.cores"                   = "1"
-    "spark.driver.memory"                  = "3g"
-    "spark.executor.cores"                 = "2"
-    "spark.executor.memory"                = "6g"
-    "spark.dynamicAllocation.maxExecutors" = "4"
+    "spark.driver.cores"                       = "1"
+    "spark.driver.memory"                      = "3g"
+    "spark.executor.cores"                     = "2"
+    "spark.executor.memory"                    = "6g"
+    "spark.dynamicAllocation.initialExecutors" = "1"
+    "spark.dynamicAllocation.maxExecutors"     = "4"
   }
 
   validation {

@@ -39,6 +39,7 @@ def partition_for_key(key: bytes, partitions: int, hash_name: str = "murmur2") -
 
 
 _M = np.uint32(0x5BD1E995)
+SMALL_BATCH = 32  # below this, hashing key by key in C beats numpy's per-call overhead
 
 
 def murmur2_array(keys: pa.Array) -> np.ndarray:
@@ -138,7 +139,8 @@ class Partitioner:
         return result
 
     def _hash_keys(self, keys: pa.Array) -> np.ndarray:
-        if self._hash_name == "murmur2":
+        if self._hash_name == "murmur2" and len(keys) > SMALL_BATCH:
             return murmur2_array(keys) & np.uint32(0x7FFFFFFF)
-        hashed = [0 if k is None else murmur3(k) & 0x7FFFFFFF for k in keys.to_pylist()]
+        hash_ = HASHES[self._hash_name]
+        hashed = [0 if k is None else hash_(k) & 0x7FFFFFFF for k in keys.to_pylist()]
         return np.array(hashed, dtype=np.uint32)

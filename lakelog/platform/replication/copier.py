@@ -161,7 +161,9 @@ class TableReplicator:
             self.target.delete_files([last])
         return sorted(removed)
 
-    def catch_up(self, up_to: int | None = None, on_version: Callable[[int], None] | None = None) -> CopyReport:
+    def catch_up(self, up_to: int | None = None) -> CopyReport:
+        """Copy the missing versions: all their data files first (one copier call, so a Spark copier
+        runs them in parallel on executors), then checkpoints and commit files in version order."""
         start = self.target_version()
         if start >= 0 and self.diverged():
             raise ReplicaDiverged(
@@ -170,17 +172,24 @@ class TableReplicator:
             )
         end = self.source_version() if up_to is None else up_to
         report = CopyReport(self.table_path, start, start)
-        for version in range(start + 1, end + 1):
-            report.stats += self.copy_version(version)
+        commits = {v: self._commit(self.source, self.source_table, v) for v in range(start + 1, end + 1)}
+        files = [path for commit in commits.values() for path in added_files(commit)]
+        if files:
+            report.stats += self.copier(files)
+        for version, commit in commits.items():
+            report.stats += self._write_commit(version, commit)
             report.to_version = version
-            if on_version is not None:
-                on_version(version)
         self._copy_checkpoint_hint(report.to_version)
         return report
 
     def copy_version(self, version: int) -> CopyStats:
         commit = self._commit(self.source, self.source_table, version)
         stats = self.copier(added_files(commit))
+        stats += self._write_commit(version, commit)
+        return stats
+
+    def _write_commit(self, version: int, commit: bytes) -> CopyStats:
+        stats = CopyStats()
         checkpoint = f"{DELTA_LOG}/{version:020d}.checkpoint.parquet"
         if self.source.size(f"{self.source_table}/{checkpoint}") is not None:
             stats += copy_file(self.source, self.target, f"{self.source_table}/{checkpoint}",
