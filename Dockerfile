@@ -2,7 +2,7 @@
 #
 #   docker build -t lakelog .
 #   docker run --rm -p 8080:8080 -e LAKELOG_API_KEYS_JSON='{"<key>": "me"}' \
-#     lakelog serve --root s3://<bucket>/<prefix> --host 0.0.0.0 --port 8080
+#     lakelog --root s3://<bucket>/<prefix> serve --host 0.0.0.0 --port 8080
 #
 # The package is installed exactly as the README says, `pip install .`, into a
 # virtual environment that the runtime stage copies. tests/infra checks these

@@ -3,7 +3,7 @@
 moto 5.2.5 lacks a few things the Terraform module needs. Rather than leave
 those resources out of the test, this module fills the gaps in the moto
 server running in this process (the shims touch the local endpoint only,
-never the Terraform code). Each one is listed in infra/DEPLOY.md:
+never the Terraform code). Each one is listed in the README (Deploy to AWS):
 
 * EMR Serverless: moto only knows the old ``emr-N.N.0`` release labels and an
   upper-case application type. It is taught to accept the Spark 4 releases

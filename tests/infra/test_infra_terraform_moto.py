@@ -6,7 +6,7 @@ The working copy is a temporary copy of infra/terraform plus the test-only
 provider override (infra/test/override.tf.tpl); the variables are
 infra/test/moto.tfvars plus an ACM certificate created in moto, so the HTTPS
 listener is deployed too. The gaps of moto the stack needs filled are listed in
-moto_local.py and infra/DEPLOY.md.
+moto_local.py and the README (Deploy to AWS).
 """
 
 from __future__ import annotations
