@@ -5,6 +5,7 @@ Shape: local folder, 8 partitions, 16-byte keys, 100-byte values.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, percentile, rss_mb
 from lakelog.platform import Broker, Record
-from lakelog.platform.log import TOPIC_TABLE_PROPERTIES
+from lakelog.platform.log import CHECKPOINT_INTERVAL, TOPIC_TABLE_PROPERTIES
 from lakelog.schemas import TOPIC_SCHEMA
 from lakelog.settings import Settings
 
@@ -50,7 +51,11 @@ def _ceiling_table(keys: list[bytes], values: list[bytes], base: int) -> pa.Tabl
 
 
 def bench_ceiling(work: str, flushes: int) -> float:
-    """delta-rs appends of pre-built Arrow tables, one commit per flush, through one DeltaTable object."""
+    """delta-rs appends of pre-built Arrow tables, one commit per flush, through one DeltaTable object.
+
+    Done as well as delta-rs allows: the table is reloaded after each checkpoint, as lakelog does,
+    since delta-rs's in-memory snapshot otherwise makes every commit slower than the last.
+    """
     keys, values = _keys_values(FLUSH_RECORDS)
     tables = [_ceiling_table(keys, values, i * FLUSH_RECORDS) for i in range(flushes)]
     uri = os.path.join(work, "ceiling")
@@ -59,6 +64,8 @@ def bench_ceiling(work: str, flushes: int) -> float:
     start = time.perf_counter()
     for table in tables:
         write_deltalake(dt, table, mode="append")
+        if dt.version() % CHECKPOINT_INTERVAL == 0:
+            dt = DeltaTable(uri)
     return flushes * FLUSH_RECORDS / (time.perf_counter() - start)
 
 
@@ -172,8 +179,10 @@ def bench_reopen(work: str, commits: int) -> tuple[float, int]:
     table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
     from lakelog.platform.records import arrow_to_table
     rows, _ = arrow_to_table(table)
+    both = pa.concat_tables([rows, rows])
     for i in range(commits):
-        log.append({(i * 3) % 64: rows, (i * 7 + 1) % 64: rows}, time.monotonic() + 60)
+        partitions = np.array([(i * 3) % 64] * 8 + [(i * 7 + 1) % 64] * 8, dtype=np.int32)
+        log.append(both, partitions, time.monotonic() + 60)
     broker.close()
     start = time.perf_counter()
     reopened = Broker(Settings(root=root))
@@ -212,8 +221,10 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         figures.append(Figure(SUITE, "produce latency p99 at 20,000 records/s (calls of 20)", p99, "ms",
                               "<= 50 ms", p99 <= 50))
         console.log("core: resident memory under steady produce at 100,000 records/s")
-        peak, achieved = bench_memory(work, 100_000, 5 if quick else 20)
-        figures.append(Figure(SUITE, "peak resident memory, steady produce (process total)", peak, "MB",
+        # In a fresh process, so that the figure is the broker's, not this run's earlier data.
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            peak, achieved = pool.apply(bench_memory, (work, 100_000, 5 if quick else 20))
+        figures.append(Figure(SUITE, "peak resident memory, steady produce (whole process)", peak, "MB",
                               "<= 500 MB", peak <= 500, note=f"achieved {achieved:,.0f} records/s"))
         commits = 1000 if quick else 10_000
         console.log(f"core: reopen a 64-partition topic after {commits:,} commits")

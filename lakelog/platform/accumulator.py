@@ -172,18 +172,15 @@ class TopicWriter:
         table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
         partitions = np.concatenate([p.partitions for p in accepted])
         table = self.stamp(table, accepted, self._timestamp_type())
-        by_partition = {int(p): np.flatnonzero(partitions == p) for p in np.unique(partitions)}
         deadline = min(p.deadline for p in accepted)
         try:
-            appended = self.log.append({p: table.take(rows) for p, rows in by_partition.items()}, deadline)
+            appended = self.log.append(table, partitions, deadline)
             assert appended is not None
         except LakelogError as exc:
             for pending in accepted:
                 _fail(pending.future, exc)
             return
-        offsets = np.empty(len(partitions), dtype=np.int64)
-        for p, rows in by_partition.items():
-            offsets[rows] = appended.base_offsets[p] + np.arange(len(rows), dtype=np.int64)
+        offsets = appended.offsets
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
         self.stats.flushes += 1
         self.stats.records += len(partitions)

@@ -296,17 +296,13 @@ class Broker:
                                                topic)
         kind = opened.meta.config.timestamp_type
         table = opened.writer.stamp(table, [PendingProduce(table, partitions, 0.0)], kind)
-        by_partition = {int(p): np.flatnonzero(partitions == p) for p in np.unique(partitions)}
         timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
-        appended = opened.log.append({p: table.take(rows) for p, rows in by_partition.items()},
-                                     time.monotonic() + timeout, (app_id, version))
+        appended = opened.log.append(table, partitions, time.monotonic() + timeout, (app_id, version))
         if appended is None:
             return None
-        offsets = np.empty(len(partitions), dtype=np.int64)
-        for p, rows in by_partition.items():
-            offsets[rows] = appended.base_offsets[p] + np.arange(len(rows), dtype=np.int64)
         opened._notify(appended)
-        return ProduceResult(partitions, offsets, table.column("timestamp").cast(pa.int64()).to_numpy())
+        return ProduceResult(partitions, appended.offsets, table.column("timestamp").cast(pa.int64()).to_numpy(),
+                             version=appended.version)
 
     # ---- fetch ------------------------------------------------------------
 

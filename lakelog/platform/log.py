@@ -14,8 +14,8 @@ import logging
 import threading
 import time
 import uuid
+from urllib.parse import unquote
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
@@ -43,11 +43,13 @@ CHECKPOINT_INTERVAL = 25
 TOPIC_TABLE_PROPERTIES = {
     "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
     "delta.logRetentionDuration": "interval 2 days",
-    "delta.enableExpiredLogCleanup": "true",
+    "delta.enableExpiredLogCleanup": "false",
     "delta.deletedFileRetentionDuration": "interval 1 days",
 }
 ROW_GROUP_ROWS = 16_384
-_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-write")
+RETAINED_COMMITS = 100
+COMMIT_ID = "lakelog.commitId"
+WRITER_PROPERTIES = WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
 STATS_COLUMNS = ("offset", "timestamp", "producer_id")
 
 
@@ -60,10 +62,10 @@ def partition_app_id(partition: int) -> str:
 
 @dataclass(frozen=True)
 class Appended:
-    """What one append committed: per partition, the base offset and the records with offsets."""
+    """What one append committed: each record's offset (in the order given) and the version holding them."""
 
+    offsets: np.ndarray
     base_offsets: dict[int, int]
-    tables: dict[int, pa.Table]
     version: int
 
 
@@ -90,7 +92,7 @@ class TopicLog:
         self._last_refresh = 0.0
         self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
         self.tail = TailCache(tail_cache_bytes)
-        self._made_dirs: set[int] = set()
+        self._cleaned_below: int | None = None
         self.commits = 0
         self.conflicts = 0
         self._rebuild_index()
@@ -179,55 +181,67 @@ class TopicLog:
 
     # ---- append -----------------------------------------------------------
 
-    def append(
-        self, records: dict[int, pa.Table], deadline: float, app_transaction: tuple[str, int] | None = None
-    ) -> Appended | None:
-        """Commit records (TOPIC_FILE_SCHEMA without meaningful offsets) to their partitions.
+    def append(self, records: pa.Table, partitions: np.ndarray, deadline: float,
+               app_transaction: tuple[str, int] | None = None) -> Appended | None:
+        """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
 
         Offsets are assigned from the snapshot's log end offsets; on a conflict
-        with another writer they are reassigned and the files rewritten. With
+        with another writer they are reassigned and the data written again. With
         `app_transaction=(app_id, version)` the commit also records that
         SetTransaction, and nothing is written (None is returned) when the
         table already holds that app id at `version` or later: exactly once.
         """
+        order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
+        ordered = records.take(order)
+        runs = _partition_runs(partitions[order])
         attempt = 0
         while True:
             attempt += 1
             with self._lock:
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
-                bases = {p: self.log_end_offset(p) for p in records}
+                bases = {p: self.log_end_offset(p) for p, _, _ in runs}
                 read_version = self._version
-            tables = {p: _with_offsets(t, bases[p]) for p, t in records.items() if t.num_rows}
-            actions, paths = self._write_files(tables, bases)
-            txns = [Transaction(partition_app_id(p), bases[p] + t.num_rows) for p, t in tables.items()]
+            table, offsets = _assign_offsets(ordered, runs, bases)
+            txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
             if app_transaction is not None:
                 txns.append(Transaction(*app_transaction))
+            commit_id = uuid.uuid4().hex
             try:
                 with self._lock:
-                    self._dt.create_write_transaction(
-                        actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
+                    # delta-rs writes one file per partition and advances this DeltaTable's snapshot in
+                    # memory: no log listing per commit, so a long commit log costs nothing here.
+                    write_deltalake(
+                        self._dt, table, mode="append", writer_properties=WRITER_PROPERTIES,
                         commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20,
-                                                           custom_metadata=self._commit_metadata()),
+                                                           custom_metadata=self._commit_metadata(commit_id)),
                         post_commithook_properties=self._hooks(read_version + 1),
                     )
                     self.commits += 1
-                    self._after_commit(read_version, actions, txns)
+                    self._after_commit(read_version, txns)
                     version = self._version
-                for p, table in tables.items():
-                    self.tail.put(p, table, bases[p])
-                return Appended(bases, tables, version)
+                return self._appended(table, runs, bases, offsets, order, version)
             except CommitFailedError as exc:
+                # Our files stay behind unreferenced (delta-rs does not name them to us); the vacuum
+                # job deletes unreferenced files once they are older than any write in flight.
                 self.conflicts += 1
-                self.storage.delete_files(paths)
                 log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
                 self._refresh_or_wait(deadline, RequestTimedOut, f"commit to {self.name!r} kept conflicting")
             except (DeltaError, OSError) as exc:
-                if self._committed(paths):
-                    return self._recover_committed(tables, bases)
-                self.storage.delete_files(paths)
+                committed = self._committed_version(read_version, commit_id)
+                if committed is not None:
+                    return self._appended(table, runs, bases, offsets, order, committed)
                 log.warning("storage error committing to %s: %s", self.name, exc)
                 self._refresh_or_wait(deadline, StorageUnavailable, f"storage unavailable for {self.name!r}: {exc}")
+
+    def _appended(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
+                  offsets: np.ndarray, order: np.ndarray, version: int) -> Appended:
+        files = table.drop_columns(["partition"])
+        for p, start, end in runs:
+            self.tail.put(p, files.slice(start, end - start), bases[p])
+        in_given_order = np.empty_like(offsets)
+        in_given_order[order] = offsets
+        return Appended(in_given_order, bases, version)
 
     def _refresh_or_wait(self, deadline: float, error: type, message: str) -> None:
         try:
@@ -237,68 +251,71 @@ class TopicLog:
         if time.monotonic() >= deadline:
             raise error(message)
 
-    def _committed(self, paths: list[str]) -> bool:
-        """After an ambiguous failure: did our files make it into the table?"""
+    def _committed_version(self, read_version: int, commit_id: str) -> int | None:
+        """After an ambiguous failure: the version our commit landed at, if it did (None otherwise)."""
         try:
             self.refresh()
+            for version in range(read_version + 1, self._version + 1):
+                info = commit_info(self.storage.read_bytes(f"{self.uri}/_delta_log/{version:020d}.json"))
+                if info.get(COMMIT_ID) == commit_id:
+                    return version
         except (DeltaError, OSError):
-            return False
-        relative = {p.removeprefix(self.uri + "/") for p in paths}
-        with self._lock:
-            return any(f.path in relative for f in self._index.all_files())
+            pass
+        return None
 
-    def _recover_committed(self, tables: dict[int, pa.Table], bases: dict[int, int]) -> Appended:
-        for p, table in tables.items():
-            self.tail.put(p, table, bases[p])
-        return Appended(bases, tables, self._version)
-
-    def _commit_metadata(self) -> dict | None:
-        return None if self.leader_epoch is None else {"lakelog.leaderEpoch": self.leader_epoch}
+    def _commit_metadata(self, commit_id: str) -> dict:
+        metadata = {COMMIT_ID: commit_id}
+        if self.leader_epoch is not None:
+            metadata["lakelog.leaderEpoch"] = self.leader_epoch
+        return metadata
 
     @staticmethod
     def _hooks(version: int) -> PostCommitHookProperties:
-        """Checkpoint every `delta.checkpointInterval` commits; clean expired log files only then too.
+        """Checkpoint every `delta.checkpointInterval` commits; old commit files are ours to clean (_clean_log)."""
+        return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
-        delta-rs would otherwise look for expired log files on every commit, which
-        costs a few milliseconds per commit once the log is long.
-        """
-        return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=version % CHECKPOINT_INTERVAL == 0)
-
-    def _after_commit(self, read_version: int, actions: list[AddAction], txns: list[Transaction]) -> None:
-        self._dt.update_incremental()
-        if self._dt.version() == read_version + 1:
-            for action in actions:  # ours was the only commit: extend the index in place
+    def _after_commit(self, read_version: int, txns: list[Transaction]) -> None:
+        version = self._dt.version()
+        if version == read_version + 1:  # ours was the only commit: extend the index in place
+            commit = self.storage.read_bytes(f"{self.uri}/_delta_log/{version:020d}.json")
+            for action in added_actions(commit):
                 self._index.add(_segment_of(action))
-            self._version = self._dt.version()
+            self._version = version
         else:
             self._rebuild_index()
         for txn in txns:
             if txn.app_id.startswith(PARTITION_APP_PREFIX):
                 partition = int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))
                 self._leo[partition] = max(self._leo.get(partition, 0), txn.version)
+        if version % CHECKPOINT_INTERVAL == 0:
+            self._clean_log(version)
+            # delta-rs's in-memory snapshot grows with every commit it advances over, and so does the
+            # cost of the next commit; a table loaded from the new checkpoint starts small again.
+            self._dt = DeltaTable(self.uri, storage_options=self.storage.delta_options())
+    def _clean_log(self, checkpoint_version: int) -> None:
+        """Keep the last RETAINED_COMMITS commit files (and the checkpoints they need).
 
-    def _write_files(self, tables: dict[int, pa.Table], bases: dict[int, int]) -> tuple[list[AddAction], list[str]]:
-        """One parquet file per partition, written in parallel (pyarrow releases the GIL)."""
-        now_ms = int(time.time() * 1000)
-        names = {p: f"partition={p}/{bases[p]:020d}-{uuid.uuid4().hex[:12]}.parquet" for p in tables}
-        paths = [f"{self.uri}/{names[p]}" for p in tables]
-
-        def write(partition: int) -> AddAction:
-            table, relative = tables[partition], names[partition]
-            if partition not in self._made_dirs:
-                self.storage.makedirs(f"{self.uri}/partition={partition}")
-                self._made_dirs.add(partition)
-            with self.storage.arrow_fs.open_output_stream(self.storage.fs_path(f"{self.uri}/{relative}")) as sink:
-                pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, compression="snappy",
-                               use_dictionary=False, write_statistics=list(STATS_COLUMNS))
-                size = sink.tell()
-            return AddAction(relative, size, {"partition": str(partition)}, now_ms, True, file_stats(table))
-
-        if len(tables) == 1:
-            return [write(next(iter(tables)))], paths
-        return list(_WRITERS.map(write, tables)), paths
-
-    # ---- maintenance (retention, segment roll, compaction) -------------------
+        Refreshing a snapshot lists the whole `_delta_log` folder on a local
+        root, so its size, not its age, is what matters: a count, not Delta's
+        time-based retention. Older commits are only needed by followers that
+        fell that far behind, which then start from a checkpoint.
+        """
+        cutoff = checkpoint_version - RETAINED_COMMITS
+        if cutoff <= 0:
+            return
+        log_dir = f"{self.uri}/_delta_log"
+        start = self._cleaned_below if self._cleaned_below is not None else 0
+        if self._cleaned_below is None:  # first time in this process: sweep what earlier runs left
+            names = self.storage.list_names(log_dir)
+        else:
+            names = [f"{v:020d}.json" for v in range(start, cutoff)]
+            names += [f"{v:020d}.checkpoint.parquet" for v in range(start, cutoff) if v % CHECKPOINT_INTERVAL == 0]
+        doomed = [f"{log_dir}/{n}" for n in names if _log_version(n) is not None and _log_version(n) < cutoff]
+        try:
+            self.storage.delete_files(doomed)
+            self._cleaned_below = cutoff
+        except OSError as exc:
+            log.warning("log cleanup of %s failed: %s", self.name, exc)
 
     def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool) -> bool:
         """Commit files added and removed by a maintenance job, in one Delta commit.
@@ -387,9 +404,14 @@ class TopicLog:
             self._metadata.popitem(last=False)
 
     def read_segment_table(self, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
-        """A whole data file (used by time lookups and producer-state recovery)."""
+        """A whole data file (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's types.
+
+        delta-rs stores timestamps in microseconds; lakelog's schema says milliseconds.
+        """
         with self.storage.open_input(f"{self.uri}/{segment.path}") as source:
-            return pq.read_table(source, columns=columns)
+            table = pq.read_table(source, columns=columns)
+        wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
+        return table if table.schema == wanted else table.cast(wanted)
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`; None when there is none."""
@@ -409,6 +431,53 @@ def _with_offsets(table: pa.Table, base: int) -> pa.Table:
     return table.set_column(table.schema.get_field_index("offset"), "offset", offsets)
 
 
+def _partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:
+    """(partition, start, end) of each run of equal partitions in a sorted array."""
+    values, starts, counts = np.unique(sorted_partitions, return_index=True, return_counts=True)
+    return [(int(p), int(s), int(s + c)) for p, s, c in zip(values, starts, counts)]
+
+
+def _assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],
+                    bases: dict[int, int]) -> tuple[pa.Table, np.ndarray]:
+    """The flush as one TOPIC_SCHEMA table (partition by partition, dense offsets from each base)."""
+    n = ordered.num_rows
+    offsets = np.empty(n, dtype=np.int64)
+    partitions = np.empty(n, dtype=np.int32)
+    for p, start, end in runs:
+        offsets[start:end] = np.arange(bases[p], bases[p] + end - start, dtype=np.int64)
+        partitions[start:end] = p
+    table = ordered.set_column(ordered.schema.get_field_index("offset"), "offset", pa.array(offsets))
+    table = table.add_column(0, pa.field("partition", pa.int32(), nullable=False), pa.array(partitions))
+    # One chunk: the delta-rs writer pays per record batch, and a flush of many small calls has many.
+    return table.combine_chunks(), offsets
+
+
+def added_actions(commit: bytes) -> list[AddAction]:
+    actions = []
+    for line in commit.splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            if "add" in entry:
+                add = entry["add"]
+                actions.append(AddAction(unquote(add["path"]), add["size"], add["partitionValues"],
+                                         add["modificationTime"], add.get("dataChange", True), add.get("stats") or "{}"))
+    return actions
+
+
+def commit_info(commit: bytes) -> dict:
+    for line in commit.splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            if "commitInfo" in entry:
+                return entry["commitInfo"]
+    return {}
+
+
+def _log_version(name: str) -> int | None:
+    head = name.split(".", 1)[0]
+    return int(head) if len(head) == 20 and head.isdigit() else None
+
+
 def _with_partition(table: pa.Table, partition: int) -> pa.Table:
     column = pa.array(np.full(table.num_rows, partition, dtype=np.int32))
     return table.add_column(0, pa.field("partition", pa.int32(), nullable=False), column)
@@ -416,8 +485,9 @@ def _with_partition(table: pa.Table, partition: int) -> pa.Table:
 
 def _row_groups_from(metadata: pq.FileMetaData, offset: int) -> list[int]:
     groups = []
+    column = metadata.schema.names.index("offset")
     for i in range(metadata.num_row_groups):
-        stats = metadata.row_group(i).column(0).statistics  # column 0 is `offset`
+        stats = metadata.row_group(i).column(column).statistics
         if stats is None or not stats.has_min_max or stats.max >= offset:
             groups.append(i)
     return groups
@@ -483,5 +553,8 @@ def _segment_of(action: AddAction) -> SegmentFile:
 
 
 def _parse_iso_ms(text: str) -> int:
-    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    """Delta's statistics timestamps: ISO 8601 in UTC, with or without fractional seconds."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
     return (moment - _EPOCH) // timedelta(milliseconds=1)
