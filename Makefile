@@ -8,9 +8,10 @@ ROOT ?= ./data
 .PHONY: run test bench demo install clean
 
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV) (pinned dependencies from pyproject.toml; log in $(VENV)/install.log)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	@$(BIN)/pip install --quiet --upgrade pip 2>&1 | grep -v '^WARNING' || true
-	@$(BIN)/pip install --quiet -e '.[test]' 2>&1 | grep -v '^WARNING' || true
+	@$(BIN)/pip install --upgrade pip > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	@$(BIN)/pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	@$(BIN)/python -c "import lakelog, deltalake, pyspark, fastapi" && touch $(STAMP)
 
 install: $(STAMP)

@@ -5,7 +5,6 @@ Errors print one line (`error: CODE: message`) and exit 1.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import typer
 
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker, Record
-from lakelog.platform.errors import LakelogError, OffsetOutOfRange
+from lakelog.platform.errors import LakelogError
 from lakelog.platform.records import encode_bytes
 from lakelog.settings import Settings
 

@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 import uuid
-from urllib.parse import unquote
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,15 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
+from lakelog.platform.delta_log import (
+    DELTA_LOG,
+    added_actions,
+    checkpoint_name,
+    commit_info,
+    commit_name,
+    commit_uri,
+    file_version,
+)
 from lakelog.platform.errors import OffsetOutOfRange, RequestTimedOut, StorageUnavailable
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.storage import Storage
@@ -256,7 +264,7 @@ class TopicLog:
         try:
             self.refresh()
             for version in range(read_version + 1, self._version + 1):
-                info = commit_info(self.storage.read_bytes(f"{self.uri}/_delta_log/{version:020d}.json"))
+                info = commit_info(self.storage.read_bytes(commit_uri(self.uri, version)))
                 if info.get(COMMIT_ID) == commit_id:
                     return version
         except (DeltaError, OSError):
@@ -277,7 +285,7 @@ class TopicLog:
     def _after_commit(self, read_version: int, txns: list[Transaction]) -> None:
         version = self._dt.version()
         if version == read_version + 1:  # ours was the only commit: extend the index in place
-            commit = self.storage.read_bytes(f"{self.uri}/_delta_log/{version:020d}.json")
+            commit = self.storage.read_bytes(commit_uri(self.uri, version))
             for action in added_actions(commit):
                 self._index.add(_segment_of(action))
             self._version = version
@@ -303,14 +311,14 @@ class TopicLog:
         cutoff = checkpoint_version - RETAINED_COMMITS
         if cutoff <= 0:
             return
-        log_dir = f"{self.uri}/_delta_log"
+        log_dir = f"{self.uri}/{DELTA_LOG}"
         start = self._cleaned_below if self._cleaned_below is not None else 0
         if self._cleaned_below is None:  # first time in this process: sweep what earlier runs left
             names = self.storage.list_names(log_dir)
         else:
-            names = [f"{v:020d}.json" for v in range(start, cutoff)]
-            names += [f"{v:020d}.checkpoint.parquet" for v in range(start, cutoff) if v % CHECKPOINT_INTERVAL == 0]
-        doomed = [f"{log_dir}/{n}" for n in names if _log_version(n) is not None and _log_version(n) < cutoff]
+            names = [commit_name(v) for v in range(start, cutoff)]
+            names += [checkpoint_name(v) for v in range(start, cutoff) if v % CHECKPOINT_INTERVAL == 0]
+        doomed = [f"{log_dir}/{n}" for n in names if (v := file_version(n)) is not None and v < cutoff]
         try:
             self.storage.delete_files(doomed)
             self._cleaned_below = cutoff
@@ -450,32 +458,6 @@ def _assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],
     table = table.add_column(0, pa.field("partition", pa.int32(), nullable=False), pa.array(partitions))
     # One chunk: the delta-rs writer pays per record batch, and a flush of many small calls has many.
     return table.combine_chunks(), offsets
-
-
-def added_actions(commit: bytes) -> list[AddAction]:
-    actions = []
-    for line in commit.splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            if "add" in entry:
-                add = entry["add"]
-                actions.append(AddAction(unquote(add["path"]), add["size"], add["partitionValues"],
-                                         add["modificationTime"], add.get("dataChange", True), add.get("stats") or "{}"))
-    return actions
-
-
-def commit_info(commit: bytes) -> dict:
-    for line in commit.splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            if "commitInfo" in entry:
-                return entry["commitInfo"]
-    return {}
-
-
-def _log_version(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    return int(head) if len(head) == 20 and head.isdigit() else None
 
 
 def _with_partition(table: pa.Table, partition: int) -> pa.Table:

@@ -7,7 +7,6 @@ files, deletes), so one setting configures both.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping

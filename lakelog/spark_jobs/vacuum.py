@@ -6,7 +6,10 @@ planned them) finish. This job reads the remove actions of the commits made
 since its last run, remembers when each file was removed (in
 `<table>/_lakelog/vacuum.json`, ignored by Delta readers as an `_` folder), and
 deletes those removed longer ago than the topic's `file.delete.delay.ms`.
-It also deletes sink staging files left by crashed queries after a day.
+Data files that no commit references (a writer that lost a commit race, or a
+remove whose commit file was cleaned before vacuum read it) are deleted after
+a grace period. It also deletes sink staging files left by crashed queries
+after a day.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from lakelog.platform.log import TopicLog
 
 STATE_FILE = "_lakelog/vacuum.json"
 STAGING_MAX_AGE_MS = 24 * 3600 * 1000
+ORPHAN_GRACE_MS = 15 * 60 * 1000
 
 
 def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: int | None,
@@ -37,6 +41,7 @@ def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: in
         active = {f.path for p in range(meta.partitions) for f in topic_log.segments(p)}
         horizon = now - meta.config.file_delete_delay_ms
         due = sorted(p for p, ts in state["pending"].items() if ts <= horizon and p not in active)
+        due += _orphans_due(topic_log, state, active, now, meta.config.file_delete_delay_ms)
         if due:
             report.plans.append(PartitionPlan(meta.name, -1, "vacuum", (), (tuple(due),),
                                               f"delete {len(due)} files removed over "
@@ -44,13 +49,48 @@ def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: in
         if not dry_run:
             topic_log.storage.delete_files([f"{topic_log.uri}/{p}" for p in due])
             for p in due:
-                del state["pending"][p]
+                state["pending"].pop(p, None)
+                state["orphans"].pop(p, None)
             _save_state(topic_log, state)
             report.files_deleted += len(due)
         if progress:
             progress(f"vacuum: {meta.name}", done, len(metas))
     report.files_deleted += _clean_staging(broker, now, dry_run)
     return report
+
+
+def _orphans_due(topic_log: TopicLog, state: dict[str, Any], active: set[str], now: int, delay_ms: int) -> list[str]:
+    """Data files no commit references: left by a writer that lost a commit race or crashed mid-write,
+    or removed by a commit whose log file was already cleaned. Each is deleted only once it has been
+    unreferenced (as far as vacuum saw) and on storage for at least ORPHAN_GRACE_MS (and the topic's
+    file.delete.delay.ms): far longer than any write in flight takes to commit."""
+    listed = _data_files(topic_log)
+    orphans = state.setdefault("orphans", {})
+    for path in list(orphans):
+        if path in active or path not in listed:
+            del orphans[path]
+    for path in listed:
+        if path not in active and path not in state["pending"]:
+            orphans.setdefault(path, now)
+    grace = max(ORPHAN_GRACE_MS, delay_ms)
+    return sorted(p for p, seen in orphans.items() if now - seen >= grace and now - listed[p] >= ORPHAN_GRACE_MS)
+
+
+def _data_files(topic_log: TopicLog) -> dict[str, int]:
+    """Parquet files under the table's partition folders, with their modification time (ms)."""
+    fs = topic_log.storage.fsspec
+    base = topic_log.storage.fs_path(topic_log.uri)
+    if not fs.exists(base):
+        return {}
+    found = {}
+    for path, info in fs.find(base, detail=True).items():
+        relative = path[len(base):].lstrip("/")
+        if not relative.startswith("partition=") or not relative.endswith(".parquet"):
+            continue
+        modified = info.get("mtime") or info.get("LastModified") or info.get("created")
+        seconds = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
+        found[relative] = int(seconds * 1000)
+    return found
 
 
 def _scan_removes(topic_log: TopicLog, state: dict[str, Any]) -> None:
@@ -78,7 +118,7 @@ def _load_state(topic_log: TopicLog) -> dict[str, Any]:
         with topic_log.storage.fsspec.open(path, "r") as f:
             return json.load(f)
     except FileNotFoundError:
-        return {"scanned_version": -1, "pending": {}}
+        return {"scanned_version": -1, "pending": {}, "orphans": {}}
 
 
 def _save_state(topic_log: TopicLog, state: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from tf_helpers import TF_MODULE, TF_TEST_DIR
 

@@ -1,11 +1,31 @@
 from __future__ import annotations
 
+import hashlib
 from typing import Callable, Iterator
 
 import pytest
 
-from lakelog.platform import Broker
+from lakelog.platform import Broker, Storage
+from lakelog.platform.delta_log import added_paths, commit_uri, versions
+from lakelog.platform.replication.manager import topic_path
 from lakelog.settings import Settings
+
+
+def fingerprint(storage: Storage, topic: str) -> tuple:
+    """A topic table at one site, as (version, sha256) of its commits and (path, sha256) of its data files."""
+    table = storage.uri(topic_path(topic))
+    commits, files = [], {}
+    for version in versions(storage, table):
+        data = storage.read_bytes(commit_uri(table, version))
+        commits.append((version, hashlib.sha256(data).hexdigest()))
+        for path in added_paths(data):
+            files[path] = hashlib.sha256(storage.read_bytes(f"{table}/{path}")).hexdigest()
+    return tuple(commits), tuple(sorted(files.items()))
+
+
+@pytest.fixture
+def table_fingerprint() -> Callable[[Storage, str], tuple]:
+    return fingerprint
 
 
 @pytest.fixture

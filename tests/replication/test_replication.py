@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 
 import pytest
 
 from lakelog.platform import Broker, Record
+from lakelog.platform.delta_log import added_paths, commit_uri, versions
 from lakelog.platform.errors import LakelogError, NotEnoughReplicas
-from lakelog.platform.replication.copier import DELTA_LOG, TableReplicator, added_files, commit_name, versions
+from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.replication.manager import topic_path
 
@@ -30,19 +30,6 @@ def _read_all(broker: Broker, topic: str, partitions: int) -> dict[tuple[int, in
         offsets = sorted(o for (pp, o) in found if pp == p)
         assert offsets == list(range(len(offsets)))  # dense
     return found
-
-
-def _table_fingerprint(broker: Broker, site: str, topic: str) -> tuple:
-    storage = broker.replicas.sites[site]
-    table = storage.uri(topic_path(topic))
-    commits = []
-    files = {}
-    for version in versions(storage, table):
-        data = storage.read_bytes(f"{table}/{DELTA_LOG}/{commit_name(version)}")
-        commits.append((version, hashlib.sha256(data).hexdigest()))
-        for path in added_files(data):
-            files[path] = hashlib.sha256(storage.read_bytes(f"{table}/{path}")).hexdigest()
-    return tuple(commits), tuple(sorted(files.items()))
 
 
 @pytest.mark.s3
@@ -130,7 +117,8 @@ def test_acks_all_refused_with_too_few_in_sync_replicas_acks_1_still_works(tmp_p
     assert [r.value for r in broker.fetch("t", 0, 0)] == [b"first", b"acks-1"]
 
 
-def test_unclean_election_needs_the_flag_and_old_leader_is_truncated(tmp_path, make_replicated) -> None:
+def test_unclean_election_needs_the_flag_and_old_leader_is_truncated(tmp_path, make_replicated,
+                                                                     table_fingerprint) -> None:
     sites = _local_sites(tmp_path, "a", "b", "c")
     broker = make_replicated(sites)
     broker.create_topic("t", 2, {"replication.factor": 3, "min.insync.replicas": 2}, replicas=["a", "b", "c"])
@@ -152,8 +140,8 @@ def test_unclean_election_needs_the_flag_and_old_leader_is_truncated(tmp_path, m
         broker.produce("t", [Record(f"new-{i}".encode(), partition=0)], acks=1)
 
     broker.sync_replicas(["t"])  # a returns: truncated after the last common version, then catches up
-    assert _table_fingerprint(broker, "a", "t") == _table_fingerprint(broker, "b", "t")
-    assert _table_fingerprint(broker, "c", "t") == _table_fingerprint(broker, "b", "t")
+    assert table_fingerprint(broker.replicas.sites["a"], "t") == table_fingerprint(broker.replicas.sites["b"], "t")
+    assert table_fingerprint(broker.replicas.sites["c"], "t") == table_fingerprint(broker.replicas.sites["b"], "t")
     assert set(broker.replicas.state("t").isr) == {"a", "b", "c"}
     values = set(_read_all(broker, "t", 2).values())
     assert {f"acked-{i}".encode() for i in range(5)} <= values
@@ -167,7 +155,7 @@ def test_unclean_election_needs_the_flag_and_old_leader_is_truncated(tmp_path, m
     assert unclean.state.leader == "c" and "lost" in unclean.warning
 
 
-def test_copy_resumes_after_a_crash_without_copying_twice(tmp_path, make_replicated) -> None:
+def test_copy_resumes_after_a_crash_without_copying_twice(tmp_path, make_replicated, table_fingerprint) -> None:
     sites = _local_sites(tmp_path, "a", "b")
     broker = make_replicated(sites)
     broker.create_topic("t", 2, {"replication.factor": 2}, replicas=["a", "b"])
@@ -177,12 +165,12 @@ def test_copy_resumes_after_a_crash_without_copying_twice(tmp_path, make_replica
     replicator = TableReplicator(broker.replicas.sites["a"], broker.replicas.sites["b"], topic_path("t"))
     # a crash after copying a version's data files but before its commit file
     target_version = replicator.target_version()
-    commit = replicator.source.read_bytes(f"{replicator.source_table}/{DELTA_LOG}/{commit_name(target_version + 1)}")
-    replicator.copier(added_files(commit))
+    commit = replicator.source.read_bytes(commit_uri(replicator.source_table, target_version + 1))
+    replicator.copier(added_paths(commit))
     assert replicator.target_version() == target_version  # no commit visible yet
     report = broker.replicas.replicator(state, "b").catch_up()
     assert report.stats.skipped >= 1  # the files already there were not copied again
-    assert _table_fingerprint(broker, "a", "t") == _table_fingerprint(broker, "b", "t")
+    assert table_fingerprint(broker.replicas.sites["a"], "t") == table_fingerprint(broker.replicas.sites["b"], "t")
 
 
 def test_fetch_from_the_nearest_in_sync_replica(tmp_path, make_replicated) -> None:
@@ -211,3 +199,22 @@ def test_control_tables_are_replicated_commit_for_commit(tmp_path, make_replicat
         assert [t.name for t in replica_view.list_topics()] == ["t1", "t2"]
     finally:
         replica_view.close()
+
+
+def test_a_follower_behind_the_leaders_kept_commits_starts_from_a_checkpoint(tmp_path, make_replicated) -> None:
+    from lakelog.platform.log import RETAINED_COMMITS
+
+    broker = make_replicated(_local_sites(tmp_path, "a", "b"))
+    broker.create_topic("t", 2, {"replication.factor": 2}, replicas=["a", "b"])
+    for i in range(RETAINED_COMMITS + 40):  # acks=1, no replication round: b stays at version 0
+        broker.produce("t", [Record(f"v{i}".encode(), partition=i % 2)], acks=1)
+    a, b = broker.replicas.sites["a"], broker.replicas.sites["b"]
+    assert versions(a, a.uri(topic_path("t")))[0] > 1  # the leader no longer keeps the early commits
+    broker.sync_replicas(["t"])
+    assert "b" in broker.replicas.state("t").isr
+    for p in range(2):
+        leader = [(r.offset, r.value) for r in broker.fetch("t", p, 0, max_records=10_000)]
+        time.sleep(0.15)
+        follower = [(r.offset, r.value) for r in broker.fetch("t", p, 0, max_records=10_000, site="b")]
+        assert follower == leader and len(leader) == (RETAINED_COMMITS + 40) // 2
+    assert len(versions(b, b.uri(topic_path("t")))) <= RETAINED_COMMITS + 25  # as short as the leader's

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -13,25 +12,12 @@ import time
 import pytest
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.replication.copier import DELTA_LOG, added_files, commit_name, versions
-from lakelog.platform.replication.manager import topic_path
 from lakelog.settings import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
-def _fingerprint(storage, topic: str) -> tuple:
-    table = storage.uri(topic_path(topic))
-    commits, files = [], {}
-    for version in versions(storage, table):
-        data = storage.read_bytes(f"{table}/{DELTA_LOG}/{commit_name(version)}")
-        commits.append((version, hashlib.sha256(data).hexdigest()))
-        for path in added_files(data):
-            files[path] = hashlib.sha256(storage.read_bytes(f"{table}/{path}")).hexdigest()
-    return tuple(commits), tuple(sorted(files.items()))
-
-
-def test_replication_job_killed_mid_run_then_restarted_leaves_identical_tables(tmp_path) -> None:
+def test_replication_job_killed_mid_run_then_restarted_leaves_identical_tables(tmp_path, table_fingerprint) -> None:
     sites = {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}
     settings = Settings(root=str(tmp_path / "unused"), sites=sites, linger_ms=0, replication_interval_ms=0)
     with Broker(settings) as broker:
@@ -58,6 +44,6 @@ def test_replication_job_killed_mid_run_then_restarted_leaves_identical_tables(t
     assert report["commits"] > 0
     with Broker(settings) as broker:
         a, b = broker.replicas.sites["a"], broker.replicas.sites["b"]
-        assert _fingerprint(a, "t") == _fingerprint(b, "t")
+        assert table_fingerprint(a, "t") == table_fingerprint(b, "t")
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert json.loads(again.stdout.strip().splitlines()[-1])["commits"] == 0  # nothing left to do

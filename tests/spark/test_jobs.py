@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import os
 import time
 from collections import Counter
 
@@ -165,6 +166,23 @@ def test_vacuum_waits_for_file_delete_delay(spark, broker, root):
     assert run_job("vacuum", broker, now_ms=int(time.time() * 1000) + 700_000).files_deleted == len(paths)
     assert not any(broker.storage.exists(p) for p in paths)
     assert Counter(r[1] for r in all_records(broker, "v")) == Counter({0: 30})  # the active segment stays
+
+
+def test_vacuum_deletes_unreferenced_files_after_a_grace_period(spark, broker):
+    broker.create_topic("o", 1, {"file.delete.delay.ms": "0"})
+    fill(broker, "o", 2)
+    log = broker.topic_log("o")
+    orphan = f"{log.uri}/partition=0/part-00000-lost-commit-race.snappy.parquet"
+    live = [f"{log.uri}/{f.path}" for f in log.segments(0)]
+    with open(live[0], "rb") as source, open(orphan, "wb") as copy:  # a writer's files whose commit lost
+        copy.write(source.read())
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    now = int(time.time() * 1000)
+    assert run_job("vacuum", broker, now_ms=now).files_deleted == 0  # first seen now: not yet
+    assert run_job("vacuum", broker, now_ms=now + 16 * 60_000).files_deleted == 1
+    assert not os.path.exists(orphan) and all(os.path.exists(p) for p in live)
+    assert Counter(r[1] for r in all_records(broker, "o")) == Counter({0: 2 * 30})
 
 
 def test_dry_run_changes_nothing_and_unknown_topic_fails(spark, broker):

@@ -7,7 +7,6 @@ import time
 import pytest
 
 from lakelog.platform import Record
-from lakelog.platform.records import ConsumerRecord  # noqa: F401 (documents the fetch shape compared against)
 from tests.spark.conftest import all_records, spark_rows
 
 

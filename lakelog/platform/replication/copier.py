@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from urllib.parse import unquote
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.platform.delta_log import (
+    DELTA_LOG,
+    LAST_CHECKPOINT,
+    added_paths,
+    checkpoint_name,
+    commit_uri,
+    file_version,
+    latest_version,
+    versions,
+)
 from lakelog.platform.replication.errors import ReplicaDiverged
 from lakelog.platform.storage import Storage
-
-DELTA_LOG = "_delta_log"
-COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 
 # Copies a batch of data files (paths relative to the table); the Spark job passes one that runs on executors.
 FileCopier = Callable[[list[str]], "CopyStats"]
@@ -53,43 +61,6 @@ class CopyReport:
     @property
     def versions(self) -> int:
         return max(self.to_version - self.from_version, 0)
-
-
-def commit_name(version: int) -> str:
-    return f"{version:020d}.json"
-
-
-def versions(storage: Storage, table_uri: str) -> list[int]:
-    found = []
-    for name in storage.list_names(f"{table_uri}/{DELTA_LOG}"):
-        match = COMMIT_FILE.match(name)
-        if match:
-            found.append(int(match.group(1)))
-    return sorted(found)
-
-
-def latest_version(storage: Storage, table_uri: str) -> int:
-    found = versions(storage, table_uri)
-    return found[-1] if found else -1
-
-
-def added_files(commit: bytes) -> list[str]:
-    paths = []
-    for line in commit.splitlines():
-        if line.strip():
-            action = json.loads(line)
-            if "add" in action:
-                paths.append(unquote(action["add"]["path"]))
-    return paths
-
-
-def commit_info(commit: bytes) -> dict:
-    for line in commit.splitlines():
-        if line.strip():
-            action = json.loads(line)
-            if "commitInfo" in action:
-                return action["commitInfo"]
-    return {}
 
 
 def copy_file(source: Storage, target: Storage, source_uri: str, target_uri: str) -> CopyStats:
@@ -135,10 +106,17 @@ class TableReplicator:
         return latest_version(self.target, self.target_table)
 
     def last_common_version(self) -> int:
-        """The newest version both hold byte for byte (-1 when none)."""
+        """The newest version both hold byte for byte (-1 when none).
+
+        Versions older than the source's oldest kept commit file cannot be
+        compared any more; they were copied from it, so they count as common.
+        """
         mine = versions(self.target, self.target_table)
         theirs = set(versions(self.source, self.source_table))
+        oldest = min(theirs) if theirs else 0
         for version in reversed(mine):
+            if version < oldest:
+                return version
             if version in theirs and self._commit(self.target, self.target_table, version) == \
                     self._commit(self.source, self.source_table, version):
                 return version
@@ -151,12 +129,12 @@ class TableReplicator:
         """Remove the target's commits (and checkpoints) above `version`: Kafka's truncation to the HW."""
         removed = []
         for name in self.target.list_names(f"{self.target_table}/{DELTA_LOG}"):
-            match = COMMIT_FILE.match(name) or CHECKPOINT_FILE.match(name)
-            if match and int(match.group(1)) > version:
+            found = file_version(name)
+            if found is not None and found > version:
                 self.target.delete_files([f"{self.target_table}/{DELTA_LOG}/{name}"])
                 if name.endswith(".json"):
-                    removed.append(int(match.group(1)))
-        last = f"{self.target_table}/{DELTA_LOG}/_last_checkpoint"
+                    removed.append(found)
+        last = f"{self.target_table}/{DELTA_LOG}/{LAST_CHECKPOINT}"
         if self.target.size(last) is not None and json.loads(self.target.read_bytes(last))["version"] > version:
             self.target.delete_files([last])
         return sorted(removed)
@@ -170,31 +148,62 @@ class TableReplicator:
                 f"{self.target_table} holds commits beyond version {self.last_common_version()} that "
                 f"{self.source_table} does not; truncate it first"
             )
-        end = self.source_version() if up_to is None else up_to
+        kept = versions(self.source, self.source_table)
+        end = (kept[-1] if kept else -1) if up_to is None else up_to
         report = CopyReport(self.table_path, start, start)
+        if kept and start + 1 < kept[0]:
+            # The leader no longer keeps the commits this follower lacks: start from its checkpoint.
+            start = self._copy_checkpoint(report)
         commits = {v: self._commit(self.source, self.source_table, v) for v in range(start + 1, end + 1)}
-        files = [path for commit in commits.values() for path in added_files(commit)]
+        files = [path for commit in commits.values() for path in added_paths(commit)]
         if files:
             report.stats += self.copier(files)
         for version, commit in commits.items():
             report.stats += self._write_commit(version, commit)
             report.to_version = version
         self._copy_checkpoint_hint(report.to_version)
+        self._forget_older_than(kept[0] if kept else 0)
         return report
+
+    def _copy_checkpoint(self, report: CopyReport) -> int:
+        """Copy the leader's latest checkpoint and every file it references; its version is returned."""
+        hint = json.loads(self.source.read_bytes(f"{self.source_table}/{DELTA_LOG}/{LAST_CHECKPOINT}"))
+        version = int(hint["version"])
+        name = f"{DELTA_LOG}/{checkpoint_name(version)}"
+        with self.source.open_input(f"{self.source_table}/{name}") as source:
+            adds = pq.read_table(source, columns=["add"]).column("add")
+        paths = [unquote(p) for p in pc.struct_field(adds, "path").to_pylist() if p is not None]
+        report.stats += self.copier(paths)
+        report.stats += copy_file(self.source, self.target, f"{self.source_table}/{name}",
+                                  f"{self.target_table}/{name}")
+        report.to_version = version
+        return version
+
+    def _forget_older_than(self, oldest: int) -> None:
+        """Keep the follower's log as short as the leader's: drop commit files the leader no longer keeps."""
+        if oldest <= 0:
+            return
+        names = self.target.list_names(f"{self.target_table}/{DELTA_LOG}")
+        checkpoints = sorted(v for n in names if n.endswith(".parquet") and (v := file_version(n)) is not None)
+        if not checkpoints:
+            return  # the commits are all this follower has to read its table from
+        keep_from = min(oldest, checkpoints[-1])  # never the latest checkpoint or what follows it
+        self.target.delete_files([f"{self.target_table}/{DELTA_LOG}/{n}" for n in names
+                                  if (v := file_version(n)) is not None and v < keep_from])
 
     def copy_version(self, version: int) -> CopyStats:
         commit = self._commit(self.source, self.source_table, version)
-        stats = self.copier(added_files(commit))
+        stats = self.copier(added_paths(commit))
         stats += self._write_commit(version, commit)
         return stats
 
     def _write_commit(self, version: int, commit: bytes) -> CopyStats:
         stats = CopyStats()
-        checkpoint = f"{DELTA_LOG}/{version:020d}.checkpoint.parquet"
+        checkpoint = f"{DELTA_LOG}/{checkpoint_name(version)}"
         if self.source.size(f"{self.source_table}/{checkpoint}") is not None:
             stats += copy_file(self.source, self.target, f"{self.source_table}/{checkpoint}",
                                f"{self.target_table}/{checkpoint}")
-        target_commit = f"{self.target_table}/{DELTA_LOG}/{commit_name(version)}"
+        target_commit = commit_uri(self.target_table, version)
         if not self.target.put_if_absent(target_commit, commit):
             if self.target.read_bytes(target_commit) != commit:
                 raise ReplicaDiverged(f"{self.target_table} version {version} differs from the leader's")
@@ -202,10 +211,10 @@ class TableReplicator:
 
     @staticmethod
     def _commit(storage: Storage, table_uri: str, version: int) -> bytes:
-        return storage.read_bytes(f"{table_uri}/{DELTA_LOG}/{commit_name(version)}")
+        return storage.read_bytes(commit_uri(table_uri, version))
 
     def _copy_checkpoint_hint(self, version: int) -> None:
-        hint = f"{DELTA_LOG}/_last_checkpoint"
+        hint = f"{DELTA_LOG}/{LAST_CHECKPOINT}"
         if self.source.size(f"{self.source_table}/{hint}") is None:
             return
         data = self.source.read_bytes(f"{self.source_table}/{hint}")
