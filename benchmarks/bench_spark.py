@@ -1,7 +1,6 @@
 """Spark benchmarks: the data source against spark.read.parquet, streaming reads, and the jobs.
 
-`run(console) -> list[dict]` (wired into `make bench` by benchmarks/run.py).
-Each figure: {"name", "value", "unit", "target" (optional), "met" (optional), "note"}.
+`run(console, quick) -> list[Figure]` (wired into `make bench` by benchmarks/run.py).
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from benchmarks.common import Figure
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -101,7 +102,24 @@ def _job_sizes(spark: Any, broker: Any, job: str, sizes: list[int]) -> list[dict
     return out
 
 
-def run(console: Any) -> list[dict]:
+def _warm_up(spark: Any, broker: Any) -> None:
+    """One small run of each job first, so the timed runs do not pay for Python workers starting."""
+    from lakelog.spark_jobs.jobs import run_job
+
+    broker.create_topic("bench-warm-up", 2, {"cleanup.policy": "compact,delete", "segment.ms": "1",
+                                             "retention.bytes": "0"})
+    _fill(broker, "bench-warm-up", 2, 2_000, batch=200)
+    for job in ("roll", "compact", "retention"):
+        run_job(job, broker, spark, topics=["bench-warm-up"])
+
+
+def run(console: Any, quick: bool = False) -> list[Figure]:
+    figures = [Figure("spark", f["name"], f["value"], f["unit"], f.get("target", ""), f.get("met"),
+                      f.get("ratio"), f.get("note", "")) for f in _run(console, quick)]
+    return figures
+
+
+def _run(console: Any, quick: bool) -> list[dict]:
     from pyspark.sql import SparkSession
 
     from lakelog.platform import Broker
@@ -115,15 +133,17 @@ def run(console: Any) -> list[dict]:
     broker = Broker(root=root, linger_ms=0)
     figures: list[dict] = []
     try:
-        records = 1_000_000
+        records = 200_000 if quick else 1_000_000
         console.print(f"spark: batch read of {records} records")
         figures += _batch_read(spark, broker, root, records)
         console.print("spark: streaming read")
         figures.append(_stream_read(spark, root, records, None))
         figures.append(_stream_read(spark, root, records, 100_000))
+        _warm_up(spark, broker)
+        sizes = [50_000, 200_000] if quick else [100_000, 400_000]
         for job in ("roll", "compact", "retention"):
             console.print(f"spark: {job} at two sizes")
-            figures += _job_sizes(spark, broker, job, [100_000, 400_000])
+            figures += _job_sizes(spark, broker, job, sizes)
     finally:
         broker.close()
         spark.stop()
@@ -134,5 +154,5 @@ def run(console: Any) -> list[dict]:
 if __name__ == "__main__":
     from rich.console import Console
 
-    for figure in run(Console()):
+    for figure in run(Console(), quick="--quick" in sys.argv):
         print(figure)

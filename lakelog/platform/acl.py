@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from lakelog.platform.catalog import open_control_table
+from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.storage import Storage
 
@@ -116,6 +116,7 @@ class AclStore:
     """The ACLs of a root, cached in memory; changes go to the control table first."""
 
     def __init__(self, storage: Storage) -> None:
+        self._storage = storage
         self._dt = open_control_table(storage, ACLS_TABLE, ACL_SCHEMA)
         self._lock = threading.Lock()
         self._acls: set[Acl] = set()
@@ -131,7 +132,7 @@ class AclStore:
             self._version = self._dt.version()
             if self._version <= 0:
                 return
-            table = pa.table(self._dt.to_pyarrow_table())
+            table = read_control_table(self._storage, self._dt)
             if table.num_rows == 0:
                 return
             table = table.take(pc.sort_indices(table, sort_keys=[("updated", "ascending")]))

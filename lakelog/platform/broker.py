@@ -31,6 +31,7 @@ from lakelog.platform.records import (
     Record,
     arrow_to_table,
     check_sizes,
+    record_sizes,
     records_to_table,
 )
 from lakelog.platform.replication.manager import Election, ReplicaManager
@@ -315,8 +316,10 @@ class Broker:
         max_bytes: int | None = None,
         timeout_ms: int = 0,
         site: str | None = None,
+        min_bytes: int = 1,
     ) -> FetchResult:
-        """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll).
+        """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll)
+        until at least `min_bytes` of keys and values are there (Kafka's fetch.min.bytes).
 
         `site` (default: the node's `site` setting) prefers that site's replica when it is in sync.
         """
@@ -334,7 +337,8 @@ class Broker:
                 topic_log.maybe_refresh(interval)  # another writer, or retention, may have moved the log
             table = topic_log.read(partition, offset, max_records, max_bytes)
             remaining = deadline - time.monotonic()
-            if table.num_rows or remaining <= 0 or self._closed:
+            enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
+            if enough or remaining <= 0 or self._closed:
                 return FetchResult(topic, partition, table, topic_log.log_start_offset(partition),
                                    topic_log.log_end_offset(partition))
             with opened.appended:
@@ -463,6 +467,10 @@ class Broker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _payload_bytes(table: pa.Table) -> int:
+    return int(pc.sum(record_sizes(table)).as_py() or 0)
 
 
 def _check_producer(producer: ProducerBatch) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
@@ -77,6 +78,23 @@ def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaT
     return DeltaTable(uri, storage_options=storage.delta_options())
 
 
+def read_control_table(storage: Storage, table: DeltaTable) -> pa.Table:
+    """All rows of a small control table, read file by file on this thread.
+
+    Not `DeltaTable.to_pyarrow_table()`: its dataset scan reads through a
+    Python filesystem handler on Arrow's I/O threads, and a process exiting
+    while one of those threads is still busy aborts.
+    """
+    schema = table.schema().to_arrow()
+    pieces = []
+    for uri in table.file_uris():
+        with storage.open_input(uri) as source:
+            pieces.append(pq.read_table(source, pre_buffer=False, use_threads=False))
+    if not pieces:
+        return pa.schema(schema).empty_table()
+    return pa.concat_tables(pieces, promote_options="default")
+
+
 class Catalog:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -92,7 +110,7 @@ class Catalog:
             if self._dt.version() == self._version:
                 return
             self._version = self._dt.version()
-            self._topics = _latest_topics(pa.table(self._dt.to_pyarrow_table()) if self._version > 0 else None)
+            self._topics = _latest_topics(read_control_table(self.storage, self._dt) if self._version > 0 else None)
 
     # ---- reads ------------------------------------------------------------
 

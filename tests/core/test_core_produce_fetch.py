@@ -188,3 +188,18 @@ def test_records_survive_reopen_and_partitions_can_grow(make_broker) -> None:
     assert _values(reopened.fetch("t", 0, 0)) == [b"old"]
     assert _values(reopened.fetch("t", 2, 0)) == [b"new"]
     assert reopened.describe_topic("t").meta.partitions == 3
+
+
+def test_long_poll_waits_for_min_bytes(broker: Broker) -> None:
+    import threading
+
+    broker.create_topic("t", 1)
+    broker.produce("t", [Record(b"x" * 10, partition=0)])
+    assert broker.fetch("t", 0, 0, min_bytes=1).records.num_rows == 1  # enough at once
+    timer = threading.Timer(0.3, lambda: broker.produce("t", [Record(b"y" * 100, partition=0)]))
+    timer.start()
+    result = broker.fetch("t", 0, 0, max_records=10, timeout_ms=20_000, min_bytes=50)
+    timer.join()
+    assert [r.value for r in result] == [b"x" * 10, b"y" * 100]  # waited for the second record
+    short = broker.fetch("t", 0, 0, max_records=10, timeout_ms=200, min_bytes=10_000)
+    assert short.records.num_rows == 2  # the deadline answers with what there is

@@ -176,6 +176,7 @@ async def fetch(
     max_records: Annotated[int, Query(ge=1, le=100_000)] = 500,
     max_bytes: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     timeout_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    min_bytes: Annotated[int, Query(ge=1, le=2**31 - 1, description="wait (up to timeout_ms) for this many bytes")] = 1,
     key_format: FormatQ = "string",
     value_format: FormatQ = "string",
     format: Literal["json", "arrow"] = "json",
@@ -183,7 +184,8 @@ async def fetch(
     started = time.perf_counter()
     services.authorizer.check(principal, "read", "topic", topic)
     wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
-    result: FetchResult = await blocking(services.broker.fetch, topic, partition, offset, max_records, max_bytes, wait)
+    result: FetchResult = await blocking(services.broker.fetch, topic, partition, offset, max_records, max_bytes, wait,
+                                         min_bytes=min_bytes)
     record_fetch(services, [result], "fetch", started)
     extra = {"high_watermark": result.high_watermark, "log_start_offset": result.log_start_offset,
              "next_offset": result.next_offset if result.next_offset is not None else offset}

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
-from lakelog.platform.catalog import open_control_table
+from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.errors import BrokerClosed, StorageUnavailable
 from lakelog.platform.storage import Storage
 from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA
@@ -61,6 +61,7 @@ Durable = Callable[[list[OffsetRow], int], None]
 
 class OffsetStore:
     def __init__(self, storage: Storage, on_durable: Durable, linger_ms: int = 2, timeout_ms: int = 30_000) -> None:
+        self._storage = storage
         self._dt = open_control_table(storage, OFFSETS_TABLE, CONSUMER_OFFSETS_SCHEMA)
         self._on_durable = on_durable
         self._linger_s = linger_ms / 1000
@@ -82,7 +83,7 @@ class OffsetStore:
         self._dt.update_incremental()
         if self._dt.version() <= 0:
             return {}
-        table = pa.table(self._dt.to_pyarrow_table())
+        table = read_control_table(self._storage, self._dt)
         if table.num_rows == 0:
             return {}
         table = table.take(pc.sort_indices(table, sort_keys=[("committed", "ascending")]))

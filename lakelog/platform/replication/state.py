@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from lakelog.platform.catalog import open_control_table
+from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.replication.errors import SiteUnavailable
 from lakelog.platform.storage import Storage
 
@@ -101,7 +101,7 @@ class ReplicaStateStore:
                 with self._lock:
                     table = self._table(site)
                     table.update_incremental()
-                    rows = pa.table(table.to_pyarrow_table()) if table.version() > 0 else None
+                    rows = read_control_table(self.sites[site], table) if table.version() > 0 else None
             except Exception:
                 self._tables.pop(site, None)
                 continue
