@@ -4,7 +4,7 @@ An append is one Delta commit: one new file per partition touched, and one
 `SetTransaction("lakelog.partition.<p>", new log end offset)` per partition.
 The log end offset of a partition is that transaction's version, read from
 the snapshot in O(1). Two writers of one partition conflict in delta-rs; the
-loser refreshes, reassigns its offsets, rewrites its files and retries.
+loser refreshes, reassigns its offsets, writes its records again and retries.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
 log = logging.getLogger(__name__)
 
-# Keep the Delta log bounded under many small commits: a checkpoint every 25
-# commits (so opening or refreshing replays at most 24 JSON commits), and commit files older
-# than two days removed when a checkpoint is written. Set-transaction versions
-# never expire: they are the partitions' log end offsets.
+# Keep the Delta log small under many small commits: a checkpoint every 25
+# commits (opening or refreshing replays at most 24 JSON commits), and only the
+# last RETAINED_COMMITS commit files kept (see TopicLog._clean_log). Set-transaction
+# versions never expire: they are the partitions' log end offsets.
 CHECKPOINT_INTERVAL = 25
 TOPIC_TABLE_PROPERTIES = {
     "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
@@ -59,8 +59,6 @@ RETAINED_COMMITS = 100
 COMMIT_ID = "lakelog.commitId"
 WRITER_PROPERTIES = WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
 STATS_COLUMNS = ("offset", "timestamp", "producer_id")
-
-
 PARTITION_APP_PREFIX = "lakelog.partition."
 
 
@@ -150,10 +148,9 @@ class TopicLog:
                 self.tail.drop_partition(partition)  # retention or compaction rewrote it
                 self._leo.pop(partition, None)  # re-read from the snapshot's SetTransaction
         for partition, index in self._index.partitions.items():
-            # Every append sets its partition's SetTransaction to its file's max offset + 1, so
-            # a newer head file from another writer tells the new log end without a log scan.
-            if partition in self._leo and index.files:
-                self._leo[partition] = max(self._leo[partition], index.files[-1].max_offset + 1)
+            # Another writer appended here: read the exact log end from its SetTransaction again.
+            if partition in self._leo and index.files and index.files[-1].max_offset + 1 > self._leo[partition]:
+                del self._leo[partition]
 
     # ---- offsets ----------------------------------------------------------
 
@@ -300,6 +297,9 @@ class TopicLog:
             # delta-rs's in-memory snapshot grows with every commit it advances over, and so does the
             # cost of the next commit; a table loaded from the new checkpoint starts small again.
             self._dt = DeltaTable(self.uri, storage_options=self.storage.delta_options())
+            if self._dt.version() != version:  # others committed meanwhile: see their files and offsets
+                self._rebuild_index()
+
     def _clean_log(self, checkpoint_version: int) -> None:
         """Keep the last RETAINED_COMMITS commit files (and the checkpoints they need).
 
