@@ -10,6 +10,7 @@ import pytest
 from lakelog.platform import Broker, Record
 from lakelog.platform.delta_log import added_paths, commit_uri, versions
 from lakelog.platform.errors import LakelogError, NotEnoughReplicas
+from lakelog.platform.groups.coordinator import GroupCoordinator
 from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.replication.manager import topic_path
@@ -62,6 +63,14 @@ def test_leader_site_lost_under_acks_all_load_then_clean_election(tmp_path, moto
     deadline = time.monotonic() + 60
     while len(acked) < 100 and time.monotonic() < deadline:
         time.sleep(0.05)
+    # A consumer group reads what is there and commits (to the control table, on site a).
+    coordinator = GroupCoordinator(broker, initial_rebalance_delay_ms=0)
+    committed = {}
+    for p in range(3):
+        consumed = broker.fetch("orders", p, 0, max_records=1_000_000)
+        committed[p] = consumed.next_offset or 0
+    coordinator.commit("billing", None, -1, [("orders", p, o, None) for p, o in committed.items()]).result()
+    coordinator.close()
     proc.kill()  # the leader site becomes unreachable mid-load
     proc.wait()
     time.sleep(1.0)
@@ -89,6 +98,14 @@ def test_leader_site_lost_under_acks_all_load_then_clean_election(tmp_path, moto
     restarted = make_replicated(sites, {"c": {**s3.options, **fast_fail}})  # a new node finds the leader in the control table
     assert restarted.replicas.state("orders", refresh=True).leader == election.state.leader
     assert _read_all(restarted, "orders", 3) == found
+    resumed = GroupCoordinator(restarted, initial_rebalance_delay_ms=0)  # the group resumes from its commits
+    try:
+        assert {tp[1]: c.offset for tp, c in resumed.committed("billing").items()} == committed
+        for p, offset in committed.items():
+            rest = {(p, r.offset) for r in restarted.fetch("orders", p, offset, max_records=1_000_000)}
+            assert rest == {key for key in found if key[0] == p and key[1] >= offset}
+    finally:
+        resumed.close()
 
 
 def test_acks_all_refused_with_too_few_in_sync_replicas_acks_1_still_works(tmp_path, moto_process,
