@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from lakelog.platform.catalog import open_control_table, read_control_table
+from lakelog.platform.catalog import open_control_table, reread_if_changed
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.storage import Storage
 
@@ -126,14 +126,8 @@ class AclStore:
 
     def refresh(self) -> None:
         with self._lock:
-            self._dt.update_incremental()
-            if self._dt.version() == self._version:
-                return
-            self._version = self._dt.version()
-            if self._version <= 0:
-                return
-            table = read_control_table(self._storage, self._dt)
-            if table.num_rows == 0:
+            self._version, table = reread_if_changed(self._storage, self._dt, self._version)
+            if table is None or table.num_rows == 0:
                 return
             table = table.take(pc.sort_indices(table, sort_keys=[("updated", "ascending")]))
             latest: dict[Acl, bool] = {}

@@ -95,6 +95,15 @@ def read_control_table(storage: Storage, table: DeltaTable) -> pa.Table:
     return pa.concat_tables(pieces, promote_options="default")
 
 
+def reread_if_changed(storage: Storage, table: DeltaTable, known_version: int) -> tuple[int, pa.Table | None]:
+    """(version, rows) of a control table after loading new commits; rows is None when unchanged."""
+    table.update_incremental()
+    version = table.version()
+    if version == known_version:
+        return version, None
+    return version, read_control_table(storage, table) if version > 0 else pa.schema(table.schema().to_arrow()).empty_table()
+
+
 class Catalog:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -106,11 +115,9 @@ class Catalog:
 
     def refresh(self) -> None:
         with self._lock:
-            self._dt.update_incremental()
-            if self._dt.version() == self._version:
-                return
-            self._version = self._dt.version()
-            self._topics = _latest_topics(read_control_table(self.storage, self._dt) if self._version > 0 else None)
+            self._version, rows = reread_if_changed(self.storage, self._dt, self._version)
+            if rows is not None:
+                self._topics = _latest_topics(rows)
 
     # ---- reads ------------------------------------------------------------
 
