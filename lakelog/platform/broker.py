@@ -335,14 +335,45 @@ class Broker:
         while True:
             if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
                 topic_log.maybe_refresh(interval)  # another writer, or retention, may have moved the log
-            table = topic_log.read(partition, offset, max_records, max_bytes)
+            high_watermark = self._high_watermark(opened, topic_log, partition)
+            if high_watermark <= offset <= topic_log.log_end_offset(partition):
+                table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet
+            else:
+                table = topic_log.read(partition, offset, max_records, max_bytes)
+            if table.num_rows and table.column("offset")[-1].as_py() >= high_watermark:
+                table = table.filter(pc.less(table.column("offset"), high_watermark))
             remaining = deadline - time.monotonic()
             enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
             if enough or remaining <= 0 or self._closed:
-                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition),
-                                   topic_log.log_end_offset(partition))
+                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
             with opened.appended:
                 opened.appended.wait(min(remaining, interval))
+
+    def _high_watermark(self, opened: _OpenTopic, topic_log: TopicLog, partition: int) -> int:
+        """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.
+
+        A follower holds only commits copied from the leader, so reading there
+        is bounded by construction; at the leader, acks=1 commits become
+        visible once enough in-sync followers have them (Kafka's high watermark).
+        """
+        end = topic_log.log_end_offset(partition)
+        state = opened.replica_state
+        needed = opened.meta.config.min_insync_replicas - 1  # followers besides the leader
+        if self.replicas is None or state is None or topic_log is not opened.log or needed <= 0:
+            return end
+        current = self.replicas.require_state(opened.meta.name)
+        ends = sorted((self._replica(opened, site).log_end_offset(partition)
+                       for site in current.isr if site != current.leader), reverse=True)
+        if len(ends) >= needed:
+            return min(end, ends[needed - 1])
+        return min([end, *ends])  # fewer in-sync followers than needed: what every in-sync replica holds
+
+    def _replica(self, opened: _OpenTopic, site: str) -> TopicLog:
+        replica = opened.site_logs.get(site)
+        if replica is None:
+            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore
+        replica.maybe_refresh(self.settings.refresh_interval_ms / 1000)
+        return replica
 
     def _replica_log(self, opened: _OpenTopic, site: str | None) -> TopicLog:
         """The log to read: the nearest in-sync replica when one is asked for, else the leader's."""
@@ -352,12 +383,8 @@ class Broker:
         current = self.replicas.require_state(opened.meta.name)
         if site not in current.isr:
             return opened.log
-        replica = opened.site_logs.get(site)
-        if replica is None:
-            # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
-            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)
-        replica.maybe_refresh(self.settings.refresh_interval_ms / 1000)
-        return replica
+        # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
+        return self._replica(opened, site)
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""

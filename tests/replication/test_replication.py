@@ -196,10 +196,14 @@ def test_fetch_from_the_nearest_in_sync_replica(tmp_path, make_replicated) -> No
     broker.produce("t", [Record(b"everywhere")], acks="all")
     broker.produce("t", [Record(b"leader-only")], acks=1)  # not copied until the next replication round
     assert [r.value for r in broker.fetch("t", 0, 0, site="b")] == [b"everywhere"]
-    assert [r.value for r in broker.fetch("t", 0, 0, site="a")] == [b"everywhere", b"leader-only"]
+    # At the leader too, a consumer sees only what min.insync.replicas sites hold (the high watermark).
+    at_leader = broker.fetch("t", 0, 0, site="a")
+    assert [r.value for r in at_leader] == [b"everywhere"] and at_leader.high_watermark == 1
+    assert broker.fetch("t", 0, 1, site="a").records.num_rows == 0  # not yet visible, not out of range
     broker.sync_replicas(["t"])
     time.sleep(0.15)  # past refresh_interval_ms: the follower's table is re-read
     assert [r.value for r in broker.fetch("t", 0, 0, site="b")] == [b"everywhere", b"leader-only"]
+    assert [r.value for r in broker.fetch("t", 0, 0, site="a")] == [b"everywhere", b"leader-only"]
 
 
 def test_control_tables_are_replicated_commit_for_commit(tmp_path, make_replicated) -> None:
