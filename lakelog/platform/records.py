@@ -172,9 +172,10 @@ def record_sizes(table: pa.Table) -> pa.Array:
 
 def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps: pa.Array) -> pa.Table:
     n = len(values)
-    if timestamps.null_count:
-        now = int(time.time() * 1000)
-        timestamps = pc.fill_null(timestamps, now)
+    if timestamps.null_count == n:  # the common case: the broker's clock for all
+        timestamps = pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))
+    elif timestamps.null_count:
+        timestamps = pc.fill_null(timestamps, int(time.time() * 1000))
     if len(timestamps) and pc.min(timestamps).as_py() < 0:
         raise InvalidRecord("timestamps must be milliseconds since the epoch, >= 0")
     zeros64 = pa.array(np.zeros(n, dtype=np.int64))
@@ -191,7 +192,7 @@ def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps:
 
 
 def _binary(column: pa.ChunkedArray) -> pa.Array:
-    column = column.combine_chunks()
+    column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # no copy for one chunk
     if pa.types.is_binary(column.type):
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_large_binary(
