@@ -59,13 +59,6 @@ class PendingProduce:
         return self.table.nbytes
 
 
-@dataclass
-class FlushStats:
-    flushes: int = 0
-    records: int = 0
-    bytes: int = 0
-
-
 class TopicWriter:
     def __init__(
         self,
@@ -88,7 +81,6 @@ class TopicWriter:
         self._closed = False
         self._flushing = False
         self._inflight: list[PendingProduce] = []
-        self.stats = FlushStats()
         self._thread = threading.Thread(target=self._run, name=f"flush-{topic_log.name}", daemon=True)
         self._thread.start()
 
@@ -182,9 +174,6 @@ class TopicWriter:
             return
         offsets = appended.offsets
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
-        self.stats.flushes += 1
-        self.stats.records += len(partitions)
-        self.stats.bytes += table.nbytes
         start = 0
         for pending in accepted:
             end = start + pending.table.num_rows

@@ -60,11 +60,6 @@ class PartitionIndex:
             if segment.max_offset >= offset:
                 yield segment
 
-    def first_file_at_or_after_time(self, timestamp_ms: int) -> Iterator[SegmentFile]:
-        for segment in self.files:
-            if segment.max_timestamp_ms >= timestamp_ms:
-                yield segment
-
 
 class SegmentIndex:
     def __init__(self, segments: Iterable[SegmentFile] = ()) -> None:
@@ -80,10 +75,6 @@ class SegmentIndex:
 
     def add(self, segment: SegmentFile) -> None:
         self.partition(segment.partition).add(segment)
-
-    def all_files(self) -> Iterator[SegmentFile]:
-        for index in self.partitions.values():
-            yield from index.files
 
     @classmethod
     def from_add_actions(cls, actions: pa.Table) -> "SegmentIndex":

@@ -71,7 +71,6 @@ class Appended:
     """What one append committed: each record's offset (in the order given) and the version holding them."""
 
     offsets: np.ndarray
-    base_offsets: dict[int, int]
     version: int
 
 
@@ -246,7 +245,7 @@ class TopicLog:
             self.tail.put(p, files.slice(start, end - start), bases[p])
         in_given_order = np.empty_like(offsets)
         in_given_order[order] = offsets
-        return Appended(in_given_order, bases, version)
+        return Appended(in_given_order, version)
 
     def _refresh_or_wait(self, deadline: float, error: type, message: str) -> None:
         try:
@@ -432,11 +431,6 @@ class TopicLog:
             if len(hits):
                 return int(pc.min(hits).as_py())
         return None
-
-
-def _with_offsets(table: pa.Table, base: int) -> pa.Table:
-    offsets = pa.array(np.arange(base, base + table.num_rows, dtype=np.int64))
-    return table.set_column(table.schema.get_field_index("offset"), "offset", offsets)
 
 
 def _partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:

@@ -36,11 +36,6 @@ class Connection:
         storage = {k[len(STORAGE_PREFIX):]: v for k, v in lowered.items() if k.startswith(STORAGE_PREFIX)}
         return cls(root, storage)
 
-    def to_options(self) -> dict[str, str]:
-        options = {ROOT_OPTION: self.root}
-        options.update({STORAGE_PREFIX + k: v for k, v in self.storage_options.items()})
-        return options
-
     def storage(self) -> Storage:
         """One Storage per process and connection: Python workers are reused across tasks."""
         key = (self.root, tuple(sorted(self.storage_options.items())))

@@ -11,7 +11,7 @@ ingest tier between acks=1 commits (`replication_interval_ms`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
@@ -87,7 +87,3 @@ def _connection(broker: Broker, site: str) -> Connection:
     storage = broker.replicas.sites[site]  # type: ignore[union-attr]
     return Connection(storage.root, dict(storage.options))
 
-
-def replicate_topics(broker: Broker, spark: Any, topics: Sequence[str] | None = None) -> JobReport:
-    metas = [m for m in broker.list_topics() if topics is None or m.name in set(topics)]
-    return run_replication(broker, spark, metas)

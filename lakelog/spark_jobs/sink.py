@@ -38,7 +38,6 @@ from lakelog.spark_jobs.connection import Connection
 log = logging.getLogger(__name__)
 
 STAGING = "_staging/sink"
-SINK_COLUMNS = ("key", "value", "headers", "partition")
 
 
 @dataclass(frozen=True)

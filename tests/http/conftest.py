@@ -40,7 +40,8 @@ class ThreadServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.port = free_port()
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning",
+        self.app = create_app(settings)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on", log_config=None, timeout_graceful_shutdown=10)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
@@ -64,6 +65,10 @@ class ThreadServer:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+    def settle(self) -> None:
+        """Wait until every produce the server accepted so far is committed (acks=0 answers before that)."""
+        self.app.state.services.broker.flush()
 
 
 class ProcessServer:

@@ -63,6 +63,7 @@ def test_fuzz_every_operation(fuzz_server: ThreadServer) -> None:
                     nonlocal cases
                     if is_produce:
                         case.path_parameters = {**(case.path_parameters or {}), "topic": FUZZ_TOPIC}
+                        fuzz_server.settle()  # an earlier acks=0 case may still be landing
                         before = end_offsets(probe, FUZZ_TOPIC)
                     response = case.call(base_url=fuzz_server.url, timeout=30)
                     cases += 1
@@ -70,9 +71,11 @@ def test_fuzz_every_operation(fuzz_server: ThreadServer) -> None:
                     if status >= 500 and status != 503:
                         failures.append(f"{operation.method} {operation.path} -> {status}: {response.text[:300]}")
                     if is_produce and status >= 400:
+                        fuzz_server.settle()  # a rejected request that slipped into a flush would land now
                         after = end_offsets(probe, FUZZ_TOPIC)
                         if after != before:
-                            failures.append(f"rejected produce ({status}) wrote records: {before} -> {after}")
+                            failures.append(f"rejected produce ({status}: {response.text[:200]}) wrote records: "
+                                            f"{before} -> {after}; query {case.query}, headers {case.headers}")
 
                 try:
                     run()

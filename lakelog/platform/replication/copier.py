@@ -15,7 +15,7 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 from urllib.parse import unquote
 
 import pyarrow.compute as pc
@@ -191,12 +191,6 @@ class TableReplicator:
         self.target.delete_files([f"{self.target_table}/{DELTA_LOG}/{n}" for n in names
                                   if (v := file_version(n)) is not None and v < keep_from])
 
-    def copy_version(self, version: int) -> CopyStats:
-        commit = self._commit(self.source, self.source_table, version)
-        stats = self.copier(added_paths(commit))
-        stats += self._write_commit(version, commit)
-        return stats
-
     def _write_commit(self, version: int, commit: bytes) -> CopyStats:
         stats = CopyStats()
         checkpoint = f"{DELTA_LOG}/{checkpoint_name(version)}"
@@ -221,6 +215,3 @@ class TableReplicator:
         if json.loads(data)["version"] <= version:
             self.target.write_bytes(f"{self.target_table}/{hint}", data)
 
-
-def replicate_tables(source: Storage, target: Storage, tables: Iterable[str]) -> list[CopyReport]:
-    return [TableReplicator(source, target, table).catch_up() for table in tables]

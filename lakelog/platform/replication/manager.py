@@ -107,9 +107,6 @@ class ReplicaManager:
             raise InvalidRequest(f"topic {topic!r} has no replica state")
         return state
 
-    def leader_storage(self, topic: str) -> Storage:
-        return self.sites[self.require_state(topic).leader]
-
     def replicator(self, state: ReplicaState, follower: str, copier: FileCopier | None = None) -> TableReplicator:
         return TableReplicator(self.sites[state.leader], self.sites[follower], topic_path(state.topic), copier)
 
