@@ -254,9 +254,9 @@ def _start_job_scheduler(config: Settings) -> subprocess.Popen:
     command = [sys.executable, "-m", "lakelog.spark_jobs.scheduler", "--root", config.root,
                "--interval-s", str(config.jobs_interval_s), "--log-level", State.log_level,
                "--parent-pid", str(os.getpid())]
-    for key, value in config.storage.items():
-        command += ["--storage", f"{key}={value}"]
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    # Storage options (credentials among them) go through the environment: a command line is visible to `ps`.
+    env = {**os.environ, "LAKELOG_STORAGE": json.dumps(config.storage)}
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
 
 
 # ---- jobs (lakelog/spark_jobs) ---------------------------------------------------

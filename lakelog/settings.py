@@ -6,7 +6,9 @@ live with each topic in the catalog (`platform/topic_config.py`).
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -30,6 +32,8 @@ class Settings(BaseSettings):
     insecure: bool = False
     api_keys_json: str | None = Field(None, description="JSON object: API key -> principal; enables authentication")
     admin_principals: list[str] = Field(default_factory=lambda: ["admin"])
+    docs_require_key: bool = Field(False, description="With authentication on, /docs, /redoc and /openapi.json "
+                                                       "need an API key too")
     max_inflight_produce_bytes: int = Field(
         256 * 1024 * 1024, ge=1, description="Produce bytes the HTTP tier holds at once; beyond it 429 (back-pressure)")
     max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
@@ -49,3 +53,30 @@ class Settings(BaseSettings):
     site: str | None = Field(None, description="This node's nearest site, preferred for fetches")
     replica_lag_time_max_ms: int = Field(30_000, ge=1, description="replica.lag.time.max.ms")
     replication_interval_ms: int = Field(1_000, ge=0, description="Follower catch-up interval (0 = off)")
+
+    @field_validator("api_keys_json")
+    @classmethod
+    def _api_keys_shape(cls, value: str | None) -> str | None:
+        if value is not None:
+            _parse_api_keys(value)
+        return value
+
+    @property
+    def api_keys(self) -> dict[str, str]:
+        """API key -> principal; empty means authentication is off (`{}` included)."""
+        return _parse_api_keys(self.api_keys_json) if self.api_keys_json else {}
+
+    @property
+    def authentication(self) -> bool:
+        return bool(self.api_keys)
+
+
+def _parse_api_keys(text: str) -> dict[str, str]:
+    try:
+        keys = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"api_keys_json is not JSON: {exc}") from None
+    if not isinstance(keys, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                             for k, v in keys.items()):
+        raise ValueError("api_keys_json must be a JSON object of API key -> principal (non-empty strings)")
+    return keys

@@ -7,16 +7,19 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from starlette.responses import Response
 
 from lakelog.ingest_api import errors
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.models import ProduceRequest
 from lakelog.ingest_api.routes import admin, groups, records, topics
-from lakelog.ingest_api.state import Services
+from lakelog.ingest_api.auth import bearer_token
+from lakelog.ingest_api.state import Services, current_services
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
+from lakelog.platform.errors import LakelogError
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.settings import Settings
 
@@ -40,7 +43,7 @@ def start_services(settings: Settings, broker: Broker | None = None) -> Services
         commit_linger_ms=settings.offsets_commit_linger_ms,
     )
     acls = AclStore(broker.storage)
-    authorizer = Authorizer.from_json(acls, settings.api_keys_json, settings.admin_principals)
+    authorizer = Authorizer(acls, settings.api_keys, settings.admin_principals)
     metrics = Metrics()
     metrics.attach(broker, coordinator)
     return Services(settings, broker, coordinator, acls, authorizer, metrics)
@@ -77,10 +80,27 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
             services.metrics.errors.labels(code).inc()
 
     errors.install(app, count_error)
+    if settings.docs_require_key and settings.authentication:
+        _guard_docs(app)
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router):
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _guard_docs(app: FastAPI) -> None:
+    """/docs, /redoc and /openapi.json answer only callers with an API key (`docs_require_key`)."""
+    guarded = {path for path in (app.docs_url, app.redoc_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url)
+               if path}
+
+    @app.middleware("http")
+    async def docs_need_a_key(request: Request, call_next: Any) -> Response:
+        if request.url.path in guarded:
+            try:
+                current_services(request).authorizer.authenticate(bearer_token(request))
+            except LakelogError as exc:  # middleware runs outside the exception handlers
+                return errors.lakelog_error_response(exc)
+        return await call_next(request)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -18,5 +18,13 @@ async def principal(request: Request,
     return current_services(request).authorizer.authenticate(token)
 
 
+def bearer_token(request: Request) -> str | None:
+    """The API key of a request, read directly (the produce hot path and middleware skip dependencies)."""
+    header = request.headers.get("authorization")
+    if header and header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return None
+
+
 Principal = Annotated[str, Depends(principal)]
 Svc = Annotated[Services, Depends(services_of)]

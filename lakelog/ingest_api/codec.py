@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -17,7 +16,7 @@ import orjson
 import pyarrow as pa
 
 from lakelog.ingest_api.errors import MalformedRequest, SchemaViolation
-from lakelog.platform.records import FetchResult, ProducerBatch
+from lakelog.platform.records import IDEMPOTENCY_BASE, FetchResult, ProducerBatch, idempotency_key_batch
 from lakelog.schemas import HEADERS_TYPE
 
 FORMATS = ("json", "string", "base64")
@@ -25,8 +24,6 @@ RECORD_FIELDS = frozenset({"key", "value", "headers", "partition", "timestamp"})
 BODY_FIELDS = frozenset({"records", "key_format", "value_format", "producer_id", "producer_epoch", "sequence"})
 MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
-# Producer ids from 2^62 up are derived from Idempotency-Key headers; clients use the ids below.
-IDEMPOTENCY_BASE = 1 << 62
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
 
@@ -71,10 +68,15 @@ def parse_ndjson_body(body: bytes, key_format: str, value_format: str) -> Parsed
 
 
 def parse_arrow_body(body: bytes) -> ParsedProduce:
+    """One Arrow IPC stream, and nothing after it: bytes past its end would be silently dropped."""
+    source = pa.BufferReader(pa.py_buffer(body))
     try:
-        table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+        table = pa.ipc.open_stream(source).read_all()
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as exc:
         raise MalformedRequest(f"the body is not an Arrow IPC stream: {exc}") from None
+    if source.tell() != len(body):
+        raise MalformedRequest(f"{len(body) - source.tell()} bytes after the end of the Arrow stream (at byte "
+                               f"{source.tell()} of {len(body)}); send one stream per request")
     return ParsedProduce(table, {})
 
 
@@ -203,8 +205,7 @@ def producer_batch(fields: dict[str, Any], idempotency_key: str | None) -> Produ
             raise SchemaViolation("send either an Idempotency-Key header or producer_id/producer_epoch/sequence")
         if not 1 <= len(idempotency_key) <= 256:
             raise SchemaViolation("Idempotency-Key must be 1 to 256 characters")
-        digest = hashlib.sha256(idempotency_key.encode("utf-8", "surrogatepass")).digest()
-        return ProducerBatch(IDEMPOTENCY_BASE | (int.from_bytes(digest[:8], "big") & (IDEMPOTENCY_BASE - 1)), 0, 0)
+        return idempotency_key_batch(idempotency_key)
     if not fields:
         return None
     missing = {"producer_id", "producer_epoch", "sequence"} - fields.keys()

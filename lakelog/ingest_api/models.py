@@ -22,16 +22,22 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Loose(BaseModel):
-    """Kafka-style dotted names (`session.timeout.ms`) as aliases, Python names also accepted."""
+class Request(BaseModel):
+    """A request body: unknown fields refused, and no coercion (`true` is not 1, "2" and 2.0 are not 2)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Loose(BaseModel):
+    """Kafka-style dotted names (`session.timeout.ms`) as aliases, Python names also accepted; strict types."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 # ---- topics --------------------------------------------------------------------
 
 
-class CreateTopic(Strict):
+class CreateTopic(Request):
     name: str = Field(..., min_length=1, max_length=249, pattern=r"^[a-zA-Z0-9._-]+$")
     partitions: int = Field(1, ge=1, le=10_000)
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -62,13 +68,13 @@ class TopicDetail(Strict):
     config: dict[str, Any]
 
 
-class AlterConfig(Strict):
+class AlterConfig(Request):
     config: dict[str, str | int | float | bool] = Field(..., min_length=1)
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"config": {"retention.ms": "3600000"}}]})
 
 
-class AddPartitions(Strict):
+class AddPartitions(Request):
     partitions: int = Field(..., ge=1, le=10_000, description="The new total number of partitions")
 
 
@@ -79,12 +85,12 @@ class Deleted(Strict):
 # ---- produce / fetch -------------------------------------------------------------
 
 
-class Header(Strict):
+class Header(Request):
     key: str
     value: str | None = None
 
 
-class ProduceRecord(Strict):
+class ProduceRecord(Request):
     key: Any = None
     value: Any = None
     headers: list[Header] | None = None
@@ -92,7 +98,7 @@ class ProduceRecord(Strict):
     timestamp: int | None = Field(None, ge=0, le=MAX_INT64)
 
 
-class ProduceRequest(Strict):
+class ProduceRequest(Request):
     records: list[ProduceRecord] = Field(..., min_length=1)
     key_format: Format = "string"
     value_format: Format = "string"
@@ -178,14 +184,14 @@ class HeartbeatResponse(Strict):
     state: str
 
 
-class OffsetEntry(Strict):
+class OffsetEntry(Request):
     topic: str = Field(..., min_length=1, max_length=249)
     partition: int = Field(..., ge=0, le=2**31 - 1)
     offset: int = Field(..., ge=0, le=MAX_INT64, description="The next offset to read, as in Kafka")
     metadata: str | None = Field(None, max_length=4096)
 
 
-class CommitOffsets(Strict):
+class CommitOffsets(Request):
     member_id: str | None = Field(None, description="Omit (with generation -1) to commit for a group without members")
     generation: int = Field(-1, ge=-1, le=2**31 - 1)
     offsets: list[OffsetEntry] = Field(..., min_length=1)
@@ -208,7 +214,7 @@ class GroupOffsets(Strict):
     offsets: list[CommittedEntry]
 
 
-class ResetOffsets(Strict):
+class ResetOffsets(Request):
     to: Literal["earliest", "latest", "timestamp", "explicit"]
     topics: list[str] | None = Field(None, min_length=1)
     timestamp: int | None = Field(None, ge=0, le=MAX_INT64)
@@ -251,7 +257,7 @@ class GroupList(Strict):
 
 class AclModel(Strict):
     principal: str = Field(..., min_length=1, max_length=256)
-    resource_type: Literal["topic", "group"]
+    resource_type: Literal["topic", "group", "cluster"]
     pattern_type: Literal["literal", "prefixed"] = "literal"
     resource_name: str = Field(..., min_length=1, max_length=249)
     operation: Operation
@@ -262,7 +268,7 @@ class AclList(Strict):
     acls: list[AclModel]
 
 
-class AclCreate(Strict):
+class AclCreate(Request):
     acls: list[AclModel] = Field(..., min_length=1, max_length=1000)
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"acls": [{

@@ -28,7 +28,7 @@ def is_loopback(host: str) -> bool:
 
 def check_exposure(settings: Settings) -> None:
     """A non-loopback address without authentication needs an explicit --insecure."""
-    if not is_loopback(settings.host) and not settings.api_keys_json and not settings.insecure:
+    if not is_loopback(settings.host) and not settings.authentication and not settings.insecure:
         raise RefusedToStart(
             f"refusing to listen on {settings.host} without authentication: set LAKELOG_API_KEYS_JSON "
             "(API key -> principal), or pass --insecure"

@@ -56,18 +56,31 @@ async def services_of(request: Request) -> Services:
     return current_services(request)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 (naming the limit) as soon as it passes `limit` bytes."""
+async def read_body(request: Request, services: Services) -> bytes:
+    """The request body, its bytes reserved from the in-flight budget before they are read: the declared
+    Content-Length up front (429 before a byte is read), a chunked body as it arrives. Refused with 413
+    (naming the limit) as soon as it passes `max_request_bytes`. The caller releases len(body)."""
+    limit = services.settings.max_request_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    expected = int(declared) if declared is not None and declared.isdigit() else 0
+    if expected > limit:
         raise BodyTooLarge(f"the request body is {declared} bytes, over the limit (max_request_bytes) of "
                            f"{limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"the request body is over the limit (max_request_bytes) of {limit} bytes")
-        chunks.append(chunk)
+    services.reserve(expected)
+    reserved, size, chunks = expected, 0, []
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"the request body is over the limit (max_request_bytes) of {limit} bytes")
+            if size > reserved:
+                services.reserve(size - reserved)
+                reserved = size
+            chunks.append(chunk)
+    except BaseException:
+        services.release(reserved)
+        raise
+    services.release(reserved - size)
     return b"".join(chunks)
 
 

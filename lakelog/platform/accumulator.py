@@ -172,6 +172,11 @@ class TopicWriter:
             for pending in accepted:
                 _fail(pending.future, exc)
             return
+        self._answer(accepted, partitions, table, appended)
+
+    def _answer(self, accepted: list[PendingProduce], partitions: np.ndarray, table: pa.Table,
+                appended: Appended) -> None:
+        """The records are in the log: every caller gets its offsets, whatever fails in the bookkeeping."""
         offsets = appended.offsets
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
         start = 0
@@ -180,11 +185,18 @@ class TopicWriter:
             result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end],
                                    version=appended.version)
             if pending.producer is not None:
-                self.producers.record(pending.producer, pending.table.num_rows, result)
+                try:
+                    self.producers.record(pending.producer, pending.table.num_rows, result)
+                except Exception:  # a retry then finds the batch in the log instead
+                    log.exception("producer state of %s not recorded", self.log.name)
+                    self.producers.forget(pending.producer.producer_id)
             _succeed(pending.future, result)
             start = end
         if self._on_commit is not None:
-            self._on_commit(appended)
+            try:
+                self._on_commit(appended)
+            except Exception:
+                log.exception("commit notification of %s failed", self.log.name)
 
     def _admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
         """Drop expired calls, answer retried idempotent batches, fence stale producers."""

@@ -13,7 +13,6 @@ The table is append-only: one row per change, the latest row per ACL wins
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -28,7 +27,8 @@ from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.storage import Storage
 
 ACLS_TABLE = "_control/acls"
-RESOURCE_TYPES = ("topic", "group")
+RESOURCE_TYPES = ("topic", "group", "cluster")
+CLUSTER = "kafka-cluster"  # the one cluster resource's name, as in Kafka
 PATTERN_TYPES = ("literal", "prefixed")
 OPERATIONS = ("read", "write", "describe", "create", "delete", "alter", "all")
 PERMISSIONS = ("allow", "deny")
@@ -83,6 +83,8 @@ class Acl:
                 raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
         if not self.principal or not self.resource_name:
             raise InvalidRequest("principal and resource_name must be non-empty")
+        if self.resource_type == "cluster" and (self.resource_name, self.pattern_type) != (CLUSTER, "literal"):
+            raise InvalidRequest(f"the cluster resource is the literal name {CLUSTER!r}")
         return self
 
     def matches_resource(self, resource_type: str, name: str) -> bool:
@@ -122,6 +124,7 @@ class AclStore:
         self._acls: set[Acl] = set()
         self._version = -1
         self._last_ms = 0
+        self.generation = 0  # advances whenever the set of ACLs changes: decisions cached by it
         self.refresh()
 
     def refresh(self) -> None:
@@ -136,6 +139,7 @@ class AclStore:
                                             "operation", "permission")))
                 latest[acl] = row["deleted"]
             self._acls = {acl for acl, deleted in latest.items() if not deleted}
+            self.generation += 1
             self._last_ms = int(pc.max(_ms(table.column("updated"))).as_py())
 
     def list(self, acl_filter: AclFilter | None = None) -> list[Acl]:
@@ -167,6 +171,7 @@ class AclStore:
             write_deltalake(self._dt, table, mode="append")
             self._last_ms = stamp
             self._acls = (self._acls - set(acls)) if deleted else (self._acls | set(acls))
+            self.generation += 1
             self._dt.update_incremental()
             self._version = self._dt.version()
 
@@ -180,7 +185,12 @@ class AclStore:
 
 
 class Authorizer:
-    """Authentication (API key -> principal) and authorization (ACLs, super users)."""
+    """Authentication (API key -> principal) and authorization (ACLs, super users).
+
+    Decisions are cached per ACL generation, so checking a right on every poll costs a dict lookup,
+    and a changed ACL applies to the next request."""
+
+    CACHE_ENTRIES = 100_000
 
     def __init__(self, store: AclStore | None, api_keys: Mapping[str, str] | None,
                  super_users: Iterable[str] = ("admin",)) -> None:
@@ -188,14 +198,8 @@ class Authorizer:
         self.enabled = bool(api_keys)
         self._keys = {_digest(key): principal for key, principal in (api_keys or {}).items()}
         self.super_users = frozenset(super_users)
-
-    @classmethod
-    def from_json(cls, store: AclStore | None, api_keys_json: str | None,
-                  super_users: Iterable[str] = ("admin",)) -> "Authorizer":
-        keys = json.loads(api_keys_json) if api_keys_json else {}
-        if not isinstance(keys, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
-            raise ValueError("api_keys_json must be a JSON object of API key -> principal")
-        return cls(store, keys, super_users)
+        self._decisions: dict[tuple[str, str, str, str], bool] = {}
+        self._generation = -1
 
     def authenticate(self, token: str | None) -> str:
         if not self.enabled:
@@ -211,12 +215,22 @@ class Authorizer:
     def allowed(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
         if self.is_super(principal):
             return True
-        return self.store is not None and self.store.allowed(principal, operation, resource_type, name)
+        if self.store is None:
+            return False
+        if self._generation != self.store.generation or len(self._decisions) > self.CACHE_ENTRIES:
+            self._decisions = {}
+            self._generation = self.store.generation
+        key = (principal, operation, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decisions[key] = self.store.allowed(principal, operation, resource_type, name)
+        return decision
 
     def check(self, principal: str, operation: str, resource_type: str, name: str) -> None:
         if self.allowed(principal, operation, resource_type, name):
             return
-        error = TopicAuthorizationFailed if resource_type == "topic" else GroupAuthorizationFailed
+        error = {"topic": TopicAuthorizationFailed, "group": GroupAuthorizationFailed}.get(
+            resource_type, ClusterAuthorizationFailed)
         raise error(f"principal {principal!r} may not {operation} {resource_type} {name!r}")
 
     def check_admin(self, principal: str) -> None:

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -30,19 +30,22 @@ from lakelog.platform.records import (
     ProducerBatch,
     Record,
     arrow_to_table,
-    check_sizes,
+    content_digest,
     record_sizes,
     records_to_table,
+    validate_records,
 )
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
+from lakelog.schemas import TOPIC_FILE_SCHEMA
 from lakelog.settings import Settings
 
 log = logging.getLogger(__name__)
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
+CONTENT_COLUMNS = ["key", "value", "headers"]
 
 
 def parse_acks(acks: Any) -> int:
@@ -82,19 +85,19 @@ class _OpenTopic:
         with self.appended:
             self.appended.notify_all()
 
-    def _producer_history(self, producer_id: int) -> pa.Table:
+    def _producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        """The producer's records in the log; with `content`, their keys, values and headers too."""
+        columns = PRODUCER_COLUMNS + CONTENT_COLUMNS if content else PRODUCER_COLUMNS
         pieces = []
         for partition in range(self.meta.partitions):
             for segment in self.log.segments(partition):
                 if segment.may_hold_producer(producer_id):
-                    table = self.log.read_segment_table(segment, PRODUCER_COLUMNS)
+                    table = self.log.read_segment_table(segment, columns)
                     table = table.filter(pc.equal(table.column("producer_id"), producer_id))
                     pieces.append(table.append_column("partition", pa.array(
                         np.full(table.num_rows, partition, dtype=np.int32))))
         if not pieces:
-            schema = pa.schema([("offset", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")),
-                                ("producer_id", pa.int64()), ("producer_epoch", pa.int16()),
-                                ("sequence", pa.int32()), ("partition", pa.int32())])
+            schema = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in columns] + [("partition", pa.int32())])
             return schema.empty_table()
         return pa.concat_tables(pieces)
 
@@ -240,9 +243,11 @@ class Broker:
         acks_level = parse_acks(acks)
         opened = self._open(topic)
         table, explicit = arrow_to_table(records) if isinstance(records, pa.Table) else records_to_table(records)
-        check_sizes(table, opened.meta.config.max_message_bytes)
+        validate_records(table, opened.meta.config)
         if producer is not None:
             _check_producer(producer)
+            if producer.keyed:
+                producer = replace(producer, content_digest=content_digest(table))
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
@@ -292,7 +297,7 @@ class Broker:
         """
         opened = self._open(topic)
         table, explicit = arrow_to_table(records)
-        check_sizes(table, opened.meta.config.max_message_bytes)
+        validate_records(table, opened.meta.config)
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         kind = opened.meta.config.timestamp_type

@@ -182,35 +182,51 @@ class Catalog:
         return self._change(name, change)
 
     def delete_topic(self, name: str) -> None:
+        """Remove the topic from the catalog, then its table. A name that is gone from the catalog but
+        whose table is still there (a delete interrupted by a crash) has its deletion finished."""
+        uri = self.storage.uri("topics", name)
+
         def change(current: TopicMeta | None, now: int) -> None:
+            if current is None and self.storage.list_names(uri):
+                raise _LeftoverTable()
             _existing(name, current)
             return None
 
-        self._change(name, change)
-        self.storage.delete_tree(self.storage.uri("topics", name))
+        try:
+            self._change(name, change)
+        except _LeftoverTable:
+            pass
+        self.storage.delete_tree(uri)
 
     def _change(self, name: str, change: Callable[[TopicMeta | None, int], TopicMeta | None]) -> Any:
+        """Compare-and-set on the topic's row: read, validate and commit under this node's lock, and against
+        other processes through `SetTransaction("lakelog.topic.<name>", revision)`: a concurrent change of
+        the same topic makes the commit fail in delta-rs, and the change is validated again."""
         for _ in range(20):
             with self._lock:
                 self.refresh()
                 current = self._topics.get(name)
                 revision = self._dt.transaction_version(f"lakelog.topic.{name}") or 0
-            now = int(time.time() * 1000)
-            updated = change(current, now)
-            row = _row(name, updated, current, revision + 1, now)
-            try:
-                with self._lock:
+                now = int(time.time() * 1000)
+                updated = change(current, now)
+                row = _row(name, updated, current, revision + 1, now)
+                try:
                     write_deltalake(
                         self._dt, row, mode="append",
                         commit_properties=CommitProperties(
-                            app_transactions=[Transaction(f"lakelog.topic.{name}", revision + 1)]
+                            app_transactions=[Transaction(f"lakelog.topic.{name}", revision + 1)],
+                            max_commit_retries=0,
                         ),
                     )
-                    self.refresh()
+                except CommitFailedError:
+                    continue  # another process changed the catalog: re-read, re-validate
+                self.refresh()
                 return self._topics.get(name)
-            except CommitFailedError:
-                continue  # another node changed this topic: re-read, re-validate
         raise InvalidRequest(f"topic {name!r} is being changed concurrently; try again")
+
+
+class _LeftoverTable(Exception):
+    """The topic is gone from the catalog, but its table is not."""
 
 
 def _existing(name: str, current: TopicMeta | None) -> TopicMeta:

@@ -41,6 +41,12 @@ class InvalidRecord(LakelogError):
     code = "INVALID_RECORD"
 
 
+
+
+class InvalidTimestamp(InvalidRecord):
+    code = "INVALID_TIMESTAMP"
+
+
 class InvalidRequest(LakelogError):
     code = "INVALID_REQUEST"
 
@@ -66,6 +72,12 @@ class DuplicateSequence(LakelogError):
     code = "DUPLICATE_SEQUENCE_NUMBER"
 
 
+class IdempotencyKeyReused(LakelogError):
+    """An Idempotency-Key sent again with other records: the first request's answer does not fit them."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
+
+
 class InvalidProducerEpoch(LakelogError):
     """An older producer epoch: the producer was fenced by a newer instance."""
 
@@ -85,6 +97,12 @@ class StorageUnavailable(LakelogError):
 class NotEnoughReplicas(LakelogError):
     code = "NOT_ENOUGH_REPLICAS"
     retriable = True
+
+
+class StorageWriteFailed(LakelogError):
+    """Storage refused a write for a reason a retry cannot fix (a cast or schema error, a bad path)."""
+
+    code = "KAFKA_STORAGE_ERROR"
 
 
 class BrokerClosed(LakelogError):

@@ -35,9 +35,15 @@ from lakelog.platform.delta_log import (
     commit_uri,
     file_version,
 )
-from lakelog.platform.errors import OffsetOutOfRange, RequestTimedOut, StorageUnavailable
+from lakelog.platform.errors import (
+    OffsetOutOfRange,
+    RequestTimedOut,
+    StorageUnavailable,
+    StorageWriteFailed,
+    TopicAlreadyExists,
+)
 from lakelog.platform.index import SegmentFile, SegmentIndex
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import Storage, is_retriable
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
@@ -106,16 +112,28 @@ class TopicLog:
 
     @staticmethod
     def create_table(storage: Storage, name: str) -> None:
+        """Create the topic's table. Never deletes: an empty table (another node creating the same topic)
+        is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
         uri = storage.uri("topics", name)
-        storage.delete_tree(uri)  # a leftover of a topic deleted mid-way
-        DeltaTable.create(
-            uri,
-            schema=TOPIC_SCHEMA,
-            partition_by=["partition"],
-            configuration=TOPIC_TABLE_PROPERTIES,
-            storage_options=storage.delta_options(),
-            name=name,
-        )
+        try:
+            DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=["partition"], mode="error",
+                              configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
+                              name=name)
+            return
+        except CommitFailedError:
+            pass  # another creator's version 0 won the put-if-absent (S3)
+        except DeltaError as exc:
+            if "already exists" not in str(exc):
+                raise
+        try:
+            existing = DeltaTable(uri, storage_options=storage.delta_options())
+            empty = existing.version() == 0 and not existing.file_uris()
+        except (DeltaError, OSError):  # a log cut short by a delete in progress
+            empty = False
+        if not empty:
+            raise TopicAlreadyExists(
+                f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
+                f"retry, or run `lakelog topics delete {name}` to finish an interrupted delete")
 
     @property
     def version(self) -> int:
@@ -211,8 +229,8 @@ class TopicLog:
             if app_transaction is not None:
                 txns.append(Transaction(*app_transaction))
             commit_id = uuid.uuid4().hex
-            try:
-                with self._lock:
+            with self._lock:  # the write and its bookkeeping as one step: no append in between sees stale offsets
+                try:
                     # delta-rs writes one file per partition and advances this DeltaTable's snapshot in
                     # memory: no log listing per commit, so a long commit log costs nothing here.
                     write_deltalake(
@@ -221,31 +239,65 @@ class TopicLog:
                                                            custom_metadata=self._commit_metadata(commit_id)),
                         post_commithook_properties=self._hooks(read_version + 1),
                     )
-                    self.commits += 1
-                    self._after_commit(read_version, txns)
-                    version = self._version
-                return self._appended(table, runs, bases, offsets, order, version)
-            except CommitFailedError as exc:
-                # Our files stay behind unreferenced (delta-rs does not name them to us); the vacuum
-                # job deletes unreferenced files once they are older than any write in flight.
-                self.conflicts += 1
-                log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
-                self._refresh_or_wait(deadline, RequestTimedOut, f"commit to {self.name!r} kept conflicting")
-            except (DeltaError, OSError) as exc:
-                committed = self._committed_version(read_version, commit_id)
-                if committed is not None:
-                    return self._appended(table, runs, bases, offsets, order, committed)
-                log.warning("storage error committing to %s: %s", self.name, exc)
-                self._refresh_or_wait(deadline, StorageUnavailable, f"storage unavailable for {self.name!r}: {exc}")
+                except CommitFailedError as exc:
+                    # Our files stay behind unreferenced (delta-rs does not name them to us); the vacuum
+                    # job deletes unreferenced files once they are older than any write in flight.
+                    self.conflicts += 1
+                    log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
+                    failure: tuple[type, str] = (RequestTimedOut, f"commit to {self.name!r} kept conflicting")
+                except (DeltaError, OSError) as exc:
+                    committed = self._committed_version(read_version, commit_id)
+                    if committed is not None:
+                        return self._landed(table, runs, bases, offsets, order, read_version, txns, committed)
+                    if not is_retriable(exc):
+                        raise StorageWriteFailed(f"storage refused the commit to {self.name!r}: {exc}") from None
+                    log.warning("storage error committing to %s: %s", self.name, exc)
+                    failure = (StorageUnavailable, f"storage unavailable for {self.name!r}: {exc}")
+                else:
+                    return self._landed(table, runs, bases, offsets, order, read_version, txns, None)
+            self._refresh_or_wait(deadline, *failure)
 
-    def _appended(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
-                  offsets: np.ndarray, order: np.ndarray, version: int) -> Appended:
-        files = table.drop_columns(["partition"])
-        for p, start, end in runs:
-            self.tail.put(p, files.slice(start, end - start), bases[p])
+    def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
+                offsets: np.ndarray, order: np.ndarray, read_version: int, txns: list[Transaction],
+                version: int | None) -> Appended:
+        """Our commit is in the log (at `version`, or this DeltaTable's version when None).
+
+        Nothing from here on may fail the append or leave this node's log end offsets behind the
+        log: a failure in the bookkeeping re-derives them from the committed snapshot. Called
+        with the lock held, as the write was.
+        """
+        self.commits += 1
+        try:
+            if version is None:
+                self._after_commit(read_version, txns)
+                version = self._version
+            else:  # found after an ambiguous failure: the refreshed snapshot holds it
+                for p, _, _ in runs:
+                    self._leo.pop(p, None)
+        except Exception:
+            log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
+            version = self._resync()
+        try:
+            files = table.drop_columns(["partition"])
+            for p, start, end in runs:
+                self.tail.put(p, files.slice(start, end - start), bases[p])
+        except Exception:
+            log.exception("tail cache of %s not updated; fetches read the files", self.name)
+            for p, _, _ in runs:
+                self.tail.drop_partition(p)
         in_given_order = np.empty_like(offsets)
         in_given_order[order] = offsets
         return Appended(in_given_order, version)
+
+    def _resync(self) -> int:
+        """Forget what this node derived and take the log end offsets from the snapshot's SetTransactions."""
+        self._leo.clear()
+        version = self._dt.version()
+        try:
+            self._rebuild_index()
+        except Exception:  # the offsets are right without the index; the next append rebuilds it
+            log.exception("segment index of %s not rebuilt", self.name)
+        return version
 
     def _refresh_or_wait(self, deadline: float, error: type, message: str) -> None:
         try:

@@ -19,8 +19,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.errors import DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence
-from lakelog.platform.records import ProduceResult, ProducerBatch
+from lakelog.platform.errors import (
+    DuplicateSequence,
+    IdempotencyKeyReused,
+    InvalidProducerEpoch,
+    OutOfOrderSequence,
+)
+from lakelog.platform.records import ProduceResult, ProducerBatch, content_digest
 
 RECENT_BATCHES = 5  # as Kafka's broker keeps for each producer
 
@@ -31,6 +36,7 @@ class _Batch:
     first_sequence: int
     count: int
     result: ProduceResult
+    content_digest: bytes | None = None
 
 
 @dataclass
@@ -40,8 +46,9 @@ class _Producer:
     recent: deque[_Batch] = field(default_factory=lambda: deque(maxlen=RECENT_BATCHES))
 
 
-# Reads the log for one producer id: columns partition, offset, timestamp, producer_epoch, sequence.
-ProducerLoader = Callable[[int], pa.Table]
+# Reads the log for one producer id: columns partition, offset, timestamp, producer_epoch, sequence
+# and, when the flag is set, key, value and headers (to compare an Idempotency-Key retry's content).
+ProducerLoader = Callable[[int, bool], pa.Table]
 
 
 class ProducerStateManager:
@@ -86,7 +93,7 @@ class ProducerStateManager:
         return (None, 0) if state is None else (state.epoch, state.next_sequence)
 
     def _rebuild(self, producer_id: int) -> _Producer | None:
-        history = self._load(producer_id)
+        history = self._load(producer_id, False)
         if history.num_rows == 0:
             return None
         self._history[producer_id] = history
@@ -99,9 +106,13 @@ class ProducerStateManager:
             state = self._producers.get(batch.producer_id)
             for seen in state.recent if state else ():
                 if (seen.epoch, seen.first_sequence, seen.count) == (batch.producer_epoch, batch.base_sequence, count):
+                    if batch.keyed and seen.content_digest != batch.content_digest:
+                        raise _key_reused()
                     return ProduceResult(seen.result.partitions, seen.result.offsets, seen.result.timestamps_ms, True)
         found = self._from_log(batch, count)
         if found is None:
+            if batch.keyed:
+                raise _key_reused()
             raise DuplicateSequence(
                 f"producer {batch.producer_id} sequence {batch.base_sequence} was already written and is no "
                 f"longer in the recent batches"
@@ -110,8 +121,8 @@ class ProducerStateManager:
 
     def _from_log(self, batch: ProducerBatch, count: int) -> ProduceResult | None:
         history = self._history.get(batch.producer_id)
-        if history is None:
-            history = self._load(batch.producer_id)
+        if history is None or batch.keyed:
+            history = self._load(batch.producer_id, batch.keyed)
         rows = history.filter(pc.and_(
             pc.equal(history.column("producer_epoch"), batch.producer_epoch),
             pc.and_(pc.greater_equal(history.column("sequence"), batch.base_sequence),
@@ -119,6 +130,8 @@ class ProducerStateManager:
         )).sort_by("sequence")
         if rows.num_rows != count:
             return None
+        if batch.keyed and content_digest(rows) != batch.content_digest:
+            raise _key_reused()
         return ProduceResult(
             rows.column("partition").to_numpy(),
             rows.column("offset").to_numpy(),
@@ -132,8 +145,20 @@ class ProducerStateManager:
             if state is None or batch.producer_epoch > state.epoch:
                 state = self._producers[batch.producer_id] = _Producer(batch.producer_epoch, 0)
             state.next_sequence = batch.base_sequence + count
-            state.recent.append(_Batch(batch.producer_epoch, batch.base_sequence, count, result))
+            state.recent.append(_Batch(batch.producer_epoch, batch.base_sequence, count, result,
+                                       batch.content_digest))
             self._history.pop(batch.producer_id, None)
+
+    def forget(self, producer_id: int) -> None:
+        """Drop what is known of a producer: the next check rebuilds its state from the log."""
+        with self._lock:
+            self._producers.pop(producer_id, None)
+            self._history.pop(producer_id, None)
+
+
+def _key_reused() -> IdempotencyKeyReused:
+    return IdempotencyKeyReused("this Idempotency-Key was used before with different content (other records "
+                                "or another count); use a new key for new records")
 
 
 def sequences(batch: ProducerBatch, count: int) -> np.ndarray:

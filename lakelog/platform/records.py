@@ -8,6 +8,7 @@ the door: types, sizes against `max.message.bytes`, timestamps.
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
@@ -16,11 +17,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.errors import InvalidRecord, RecordTooLarge
+from lakelog.platform.errors import InvalidRecord, InvalidTimestamp, RecordTooLarge
+from lakelog.platform.topic_config import TopicConfig, TimestampType
 from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 
 Header = tuple[str, bytes]
+
+# The largest timestamp every reader of a topic table can hold: 9999-12-31T23:59:59.999Z. Delta's
+# statistics are ISO dates (four-digit years), delta-rs stores microseconds, Spark's TimestampType
+# ends at year 9999; a larger value would break the commit's bookkeeping or its readers.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True)
@@ -32,13 +39,60 @@ class Record:
     partition: int | None = None
 
 
+# Producer ids from 2^62 up stand for Idempotency-Keys; producers choose ids below.
+IDEMPOTENCY_BASE = 1 << 62
+
+
 @dataclass(frozen=True)
 class ProducerBatch:
-    """Idempotent-producer fields of one produce call: its records get sequences base_sequence, +1, ..."""
+    """Idempotent-producer fields of one produce call: its records get sequences base_sequence, +1, ...
+
+    `content_digest` is set for Idempotency-Key batches: a retry must carry the same records."""
 
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    content_digest: bytes | None = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether this batch stands for an Idempotency-Key (its content is compared on a retry)."""
+        return self.producer_id >= IDEMPOTENCY_BASE
+
+
+def idempotency_key_batch(key: str) -> ProducerBatch:
+    """An Idempotency-Key as an idempotent producer of its own: one batch at sequence 0 of epoch 0."""
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+    return ProducerBatch(IDEMPOTENCY_BASE | (int.from_bytes(digest[:8], "big") & (IDEMPOTENCY_BASE - 1)), 0, 0)
+
+
+def content_digest(table: pa.Table) -> bytes:
+    """A digest of what the records say (keys, values, headers, in order), the same for the same content
+    however its arrays lie in memory or on disk, computed in bulk."""
+    digest = hashlib.sha256()
+    _digest_binary(digest, table.column("key"))
+    _digest_binary(digest, table.column("value"))
+    headers = table.column("headers")
+    _digest_lengths(digest, pc.list_value_length(headers))
+    flat = pc.list_flatten(headers)
+    _digest_binary(digest, pc.struct_field(flat, "key").cast(pa.binary()))
+    _digest_binary(digest, pc.struct_field(flat, "value"))
+    return digest.digest()
+
+
+def _digest_binary(digest: "hashlib._Hash", column: pa.Array | pa.ChunkedArray) -> None:
+    _digest_lengths(digest, pc.binary_length(column))
+    if len(column):
+        filled = pc.fill_null(column, b"")  # a fresh array: null slots hold no bytes
+        filled = filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled
+        offsets = np.frombuffer(filled.buffers()[1], dtype=np.int32)[filled.offset:filled.offset + len(filled) + 1]
+        if offsets[-1] > offsets[0]:
+            digest.update(memoryview(filled.buffers()[2])[offsets[0]:offsets[-1]])
+
+
+def _digest_lengths(digest: "hashlib._Hash", lengths: pa.Array | pa.ChunkedArray) -> None:
+    """Lengths, with -1 for null: null and empty differ."""
+    digest.update(pc.fill_null(lengths, -1).cast(pa.int64()).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
 
 
 @dataclass(frozen=True)
@@ -134,12 +188,47 @@ def arrow_to_table(batch: pa.Table) -> tuple[pa.Table, list[int | None] | None]:
         headers = (batch.column("headers").cast(HEADERS_TYPE) if "headers" in names
                    else pa.nulls(n, HEADERS_TYPE))
         timestamps = _timestamps(batch.column("timestamp")) if "timestamp" in names else pa.nulls(n, pa.int64())
-        explicit = batch.column("partition").cast(pa.int64()).to_pylist() if "partition" in names else None
+        explicit = _partitions(batch.column("partition")) if "partition" in names else None
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidRecord(f"bad column type in Arrow batch: {exc}") from None
     if explicit is not None and all(p is None for p in explicit):
         explicit = None
     return _file_table(keys, values, headers, timestamps), explicit
+
+
+def validate_records(table: pa.Table, config: TopicConfig, now_ms: int | None = None) -> None:
+    """Every check a topic makes of the records it is given, in one place: sizes, then timestamps."""
+    check_sizes(table, config.max_message_bytes)
+    if config.timestamp_type == TimestampType.CREATE_TIME:  # LogAppendTime replaces the client's timestamps
+        check_timestamps(table, config, int(time.time() * 1000) if now_ms is None else now_ms)
+
+
+def check_timestamps(table: pa.Table, config: TopicConfig, now_ms: int) -> None:
+    """The storable range (0 to MAX_TIMESTAMP_MS), then Kafka's message.timestamp.before.max.ms and
+    message.timestamp.after.max.ms. The one place timestamps are checked."""
+    stamps = table.column("timestamp").cast(pa.int64())
+    bounds = [(MAX_TIMESTAMP_MS, "the largest storable timestamp (9999-12-31T23:59:59.999Z)")]
+    if config.message_timestamp_after_max_ms < MAX_TIMESTAMP_MS:
+        bounds.append((now_ms + config.message_timestamp_after_max_ms,
+                       f"message.timestamp.after.max.ms ({config.message_timestamp_after_max_ms} ms after the "
+                       f"broker's clock)"))
+    largest = int(pc.max(stamps).as_py())
+    for limit, name in bounds:
+        if largest > limit:
+            at = int(pc.index(stamps, largest).as_py())
+            raise InvalidTimestamp(f"record {at} has timestamp {largest} ms, above {name}: {limit} ms")
+    smallest = int(pc.min(stamps).as_py())
+    if smallest < 0:
+        at = int(pc.index(stamps, smallest).as_py())
+        raise InvalidTimestamp(f"record {at} has timestamp {smallest} ms: timestamps are milliseconds since the "
+                               "epoch, >= 0")
+    if config.message_timestamp_before_max_ms < now_ms:
+        limit = now_ms - config.message_timestamp_before_max_ms
+        if smallest < limit:
+            at = int(pc.index(stamps, smallest).as_py())
+            raise InvalidTimestamp(
+                f"record {at} has timestamp {smallest} ms, below message.timestamp.before.max.ms "
+                f"({config.message_timestamp_before_max_ms} ms before the broker's clock): {limit} ms")
 
 
 def check_sizes(table: pa.Table, max_message_bytes: int) -> None:
@@ -176,8 +265,6 @@ def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps:
         timestamps = pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))
     elif timestamps.null_count:
         timestamps = pc.fill_null(timestamps, int(time.time() * 1000))
-    if len(timestamps) and pc.min(timestamps).as_py() < 0:
-        raise InvalidRecord("timestamps must be milliseconds since the epoch, >= 0")
     zeros64 = pa.array(np.zeros(n, dtype=np.int64))
     return pa.Table.from_arrays(
         [
@@ -208,6 +295,13 @@ def _timestamps(column: pa.ChunkedArray) -> pa.Array:
     if pa.types.is_integer(column.type):
         return column.cast(pa.int64())
     raise InvalidRecord(f"timestamp must be an integer (ms) or timestamp column, got {column.type}")
+
+
+def _partitions(column: pa.ChunkedArray) -> list[int | None]:
+    """Explicit partitions: an integer column, nothing that merely casts to one ("1" is not a partition)."""
+    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+        raise InvalidRecord(f"the partition column must be integers, got {column.type}")
+    return column.cast(pa.int64()).to_pylist()
 
 
 def _headers(headers: Sequence[Header] | None) -> list[dict] | None:

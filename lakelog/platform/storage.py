@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import fsspec
 import pyarrow.fs as pafs
+from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError, TableNotFoundError
 
 # delta-rs option names (lower case), and the environment variables they also come from.
 _ENV_OPTIONS = {
@@ -25,6 +26,22 @@ _ENV_OPTIONS = {
 }
 _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_url", "region": "aws_region",
             "allow_http": "aws_allow_http", "aws_conditional_put": "conditional_put"}
+
+
+# delta-rs reports data it cannot write (a cast, a schema) as a generic DeltaError; its message says which.
+_DATA_ERRORS = ("Arrow error", "Cast error", "Schema error", "Invalid data", "Parquet error", "Json error")
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether a storage error may pass by itself (network, throttling, an endpoint down), or never will
+    (data that cannot be written, a bad path, no permission): retrying those only blocks the topic."""
+    if isinstance(error, (SchemaMismatchError, DeltaProtocolError, TableNotFoundError)):
+        return False
+    if isinstance(error, (PermissionError, NotADirectoryError, IsADirectoryError)):
+        return False
+    if isinstance(error, DeltaError):
+        return not any(marker in str(error) for marker in _DATA_ERRORS)
+    return isinstance(error, OSError)
 
 
 def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:

@@ -7,13 +7,32 @@ unknown key or a bad value is refused with `InvalidConfig` naming the key.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from lakelog.platform.errors import InvalidConfig
 
 DAY_MS = 24 * 60 * 60 * 1000
+MAX_LONG = 2**63 - 1  # Kafka's LONG configs
+MAX_INT = 2**31 - 1  # Kafka's INT configs
+
+
+def _kafka_number(value: Any) -> Any:
+    """Kafka's configs are numbers or their decimal strings (as a CLI or Kafka's admin API sends them); never
+    booleans or fractions, which pydantic would otherwise coerce (true -> 1, 1.0 -> 1)."""
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ValueError(f"must be an integer, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.lstrip("-").isdigit():
+            raise ValueError(f"must be an integer, got {value!r}")
+        return int(text)
+    return value
+
+
+Long = Annotated[int, BeforeValidator(_kafka_number), Field(le=MAX_LONG)]
+Int = Annotated[int, BeforeValidator(_kafka_number), Field(le=MAX_INT)]
 
 
 class TimestampType(int, Enum):
@@ -26,21 +45,24 @@ class TimestampType(int, Enum):
 class TopicConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
-    retention_ms: int = Field(7 * DAY_MS, alias="retention.ms", ge=-1)
-    retention_bytes: int = Field(-1, alias="retention.bytes", ge=-1)
-    retention_topic_bytes: int = Field(-1, alias="retention.topic.bytes", ge=-1)
+    retention_ms: Long = Field(7 * DAY_MS, alias="retention.ms", ge=-1)
+    retention_bytes: Long = Field(-1, alias="retention.bytes", ge=-1)
+    retention_topic_bytes: Long = Field(-1, alias="retention.topic.bytes", ge=-1)
     cleanup_policy: str = Field("delete", alias="cleanup.policy")
-    segment_bytes: int = Field(1024 * 1024 * 1024, alias="segment.bytes", ge=14)
-    segment_ms: int = Field(7 * DAY_MS, alias="segment.ms", ge=1)
-    max_message_bytes: int = Field(1_048_588, alias="max.message.bytes", ge=0)
+    segment_bytes: Int = Field(1024 * 1024 * 1024, alias="segment.bytes", ge=14)
+    segment_ms: Long = Field(7 * DAY_MS, alias="segment.ms", ge=1)
+    max_message_bytes: Int = Field(1_048_588, alias="max.message.bytes", ge=0)
+    # Kafka's bounds on CreateTime timestamps relative to the broker's clock (KIP-937); the default: none.
+    message_timestamp_before_max_ms: Long = Field(MAX_LONG, alias="message.timestamp.before.max.ms", ge=0)
+    message_timestamp_after_max_ms: Long = Field(MAX_LONG, alias="message.timestamp.after.max.ms", ge=0)
     message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field(
         "CreateTime", alias="message.timestamp.type"
     )
-    delete_retention_ms: int = Field(DAY_MS, alias="delete.retention.ms", ge=0)
-    min_compaction_lag_ms: int = Field(0, alias="min.compaction.lag.ms", ge=0)
-    file_delete_delay_ms: int = Field(60_000, alias="file.delete.delay.ms", ge=0)
-    replication_factor: int = Field(1, alias="replication.factor", ge=1)
-    min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
+    delete_retention_ms: Long = Field(DAY_MS, alias="delete.retention.ms", ge=0)
+    min_compaction_lag_ms: Long = Field(0, alias="min.compaction.lag.ms", ge=0)
+    file_delete_delay_ms: Long = Field(60_000, alias="file.delete.delay.ms", ge=0)
+    replication_factor: Int = Field(1, alias="replication.factor", ge=1, le=32767)
+    min_insync_replicas: Int = Field(1, alias="min.insync.replicas", ge=1)
     partitioner: Literal["murmur2", "murmur3"] = "murmur2"
 
     @field_validator("cleanup_policy")

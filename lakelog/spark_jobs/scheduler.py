@@ -1,5 +1,8 @@
 """The jobs on a schedule, in their own process: `python -m lakelog.spark_jobs.scheduler --root URI --interval-s N`.
 
+Storage options (credentials included) come from the environment (`LAKELOG_STORAGE`, JSON), as for
+`lakelog serve`, so that no secret shows on a command line.
+
 `lakelog serve` starts this as a separate process so the API never stalls on
 Spark. Each round runs retention, roll, compact and vacuum over all topics
 with one local SparkSession kept for the life of the process; a failing job
@@ -47,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lakelog-scheduler")
     parser.add_argument("--root", required=True)
     parser.add_argument("--interval-s", type=float, default=300.0)
-    parser.add_argument("--storage", action="append", default=[], help="storage option key=value (repeatable)")
     parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0 = run until stopped)")
     parser.add_argument("--first-delay-s", type=float, default=None,
                         help="wait before the first round (default: one interval), so a short-lived server never "
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import local_session
 
     spark = local_session("lakelog-scheduler", cores="2")
-    broker = Broker(Settings(root=args.root, storage=dict(p.split("=", 1) for p in args.storage)))
+    broker = Broker(Settings(root=args.root))  # storage options from LAKELOG_STORAGE, never the command line
     rounds = 0
     try:
         while not stop.is_set():

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.platform import Broker
+from log_check import assert_topic_intact
 
 SCRIPT = str(Path(__file__).with_name("producer_process.py"))
 pytestmark = pytest.mark.slow
@@ -55,6 +56,7 @@ def test_two_processes_append_to_the_same_partitions(make_broker) -> None:
         assert at[(ack["p"], ack["o"])] == ack["v"]
     log = broker.topic_log("shared")
     assert log.log_end_offset(0) + log.log_end_offset(1) == len(acked)
+    assert_topic_intact(make_broker.root, "shared", make_broker.storage)
 
 
 def test_sigkill_mid_stream_loses_no_ack_and_idempotent_producer_resumes(make_broker) -> None:
@@ -96,3 +98,4 @@ def test_sigkill_mid_stream_loses_no_ack_and_idempotent_producer_resumes(make_br
     assert set(values) == expected
     for fetched in records.values():
         assert [r.offset for r in fetched] == list(range(len(fetched)))
+    assert_topic_intact(make_broker.root, "crash", make_broker.storage)

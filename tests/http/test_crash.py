@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from log_check import assert_root_intact
 from tests.http.conftest import ProcessServer, fetch_all, free_port
 
 pytestmark = pytest.mark.slow
@@ -127,6 +128,7 @@ def run_crash(root: str, env: dict[str, str], load_seconds: float) -> None:
             check_group(c, load.committed)
     finally:
         restarted.terminate()
+    assert_root_intact(root, {name.lower(): value for name, value in env.items()})
 
 
 def check_log(c: httpx.Client, acked: dict[str, tuple[int, int]]) -> None:

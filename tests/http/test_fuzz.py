@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from log_check import assert_root_intact
 from tests.http.conftest import ThreadServer, end_offsets, make_settings
 
 pytestmark = pytest.mark.slow
@@ -85,6 +86,8 @@ def test_fuzz_every_operation(fuzz_server: ThreadServer) -> None:
         assert probe.get("/readyz").status_code == 200
     assert not failures, "\n".join(failures[:20])
     assert cases >= MIN_CASES, f"only {cases} generated cases ran"
+    fuzz_server.settle()
+    assert_root_intact(fuzz_server.settings.root)
 
 
 def test_openapi_document_has_examples(fuzz_server: ThreadServer) -> None:

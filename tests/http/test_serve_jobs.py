@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -20,8 +21,8 @@ def _port() -> int:
         return sock.getsockname()[1]
 
 
-def _start(root: str, port: int, *flags: str) -> subprocess.Popen:
-    env = {**os.environ, "LAKELOG_JOBS_INTERVAL_S": "3600"}
+def _start(root: str, port: int, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "LAKELOG_JOBS_INTERVAL_S": "3600", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port", str(port),
                              *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -58,5 +59,19 @@ def test_no_jobs_flag_runs_the_api_alone(tmp_path) -> None:
     proc = _start(str(tmp_path / "data"), _port(), "--no-jobs")
     try:
         assert _schedulers(proc) == []
+    finally:
+        proc.kill()
+
+
+def test_storage_secrets_stay_off_the_scheduler_command_line(tmp_path) -> None:
+    """Anyone on the machine can read a command line (`ps`); the scheduler gets its options by environment."""
+    secret = "s3cr3t-" + os.urandom(6).hex()
+    storage = json.dumps({"aws_secret_access_key": secret, "aws_region": "eu-west-1"})
+    proc = _start(str(tmp_path / "data"), _port(), env={"LAKELOG_STORAGE": storage})
+    try:
+        (scheduler,) = _schedulers(proc)
+        assert secret not in " ".join(scheduler.cmdline())
+        assert secret not in " ".join(psutil.Process(proc.pid).cmdline())
+        assert json.loads(scheduler.environ()["LAKELOG_STORAGE"])["aws_secret_access_key"] == secret
     finally:
         proc.kill()

@@ -14,6 +14,7 @@ from lakelog.platform.groups.coordinator import GroupCoordinator
 from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.replication.manager import topic_path
+from log_check import assert_topic_intact
 
 pytestmark = pytest.mark.slow
 
@@ -106,6 +107,7 @@ def test_leader_site_lost_under_acks_all_load_then_clean_election(tmp_path, moto
             assert rest == {key for key in found if key[0] == p and key[1] >= offset}
     finally:
         resumed.close()
+    assert_topic_intact(sites[election.state.leader], "orders")  # the new leader's table, as Delta readers see it
 
 
 def test_acks_all_refused_with_too_few_in_sync_replicas_acks_1_still_works(tmp_path, moto_process,

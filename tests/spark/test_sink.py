@@ -16,6 +16,7 @@ from lakelog.platform import Record
 from lakelog.platform.partitioner import partition_for_key
 from tests.spark.conftest import all_records
 from tests.spark.sink_query import copy_query
+from log_check import assert_root_intact
 
 
 def test_batch_write_uses_the_partitioner_and_explicit_partitions(spark, root, broker):
@@ -85,3 +86,4 @@ def test_sink_killed_mid_stream_writes_every_record_once(spark, root, broker, tm
     for p in range(3):
         offsets = [r[2] for r in dst if r[1] == p]
         assert offsets == list(range(len(offsets)))  # dense and unique
+    assert_root_intact(root)

@@ -12,7 +12,7 @@ from lakelog.ingest_api.errors import SchemaViolation
 from lakelog.ingest_api.models import AclCreate, AclList, AclModel, Health
 from lakelog.ingest_api.routes.records import json_response
 from lakelog.ingest_api.state import blocking
-from lakelog.platform.acl import Acl, AclFilter
+from lakelog.platform.acl import CLUSTER, Acl, AclFilter
 from lakelog.platform.errors import StorageUnavailable
 
 acl_router = APIRouter(prefix="/v1/acls", tags=["access control"])
@@ -32,7 +32,7 @@ def acl_filter(principal: str | None, resource_type: str | None, pattern_type: s
 
 PrincipalQ = Annotated[str | None, Query(min_length=1, max_length=256)]
 NameQ = Annotated[str | None, Query(min_length=1, max_length=249)]
-ResourceQ = Literal["topic", "group"] | None
+ResourceQ = Literal["topic", "group", "cluster"] | None
 PatternQ = Literal["literal", "prefixed"] | None
 OperationQ = Literal["read", "write", "describe", "create", "delete", "alter", "all"] | None
 PermissionQ = Literal["allow", "deny"] | None
@@ -85,8 +85,9 @@ async def readyz(services: Svc) -> Response:
     return json_response({"status": "ready"})
 
 
-@ops_router.get("/metrics", summary="Prometheus metrics", response_class=Response,
-                responses={200: {"content": {"text/plain": {}}}})
-async def metrics(services: Svc) -> Response:
+@ops_router.get("/metrics", summary="Prometheus metrics (needs describe on the cluster when authentication is on)",
+                response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(services: Svc, principal: Principal) -> Response:
+    services.authorizer.check(principal, "describe", "cluster", CLUSTER)  # the metrics name topics and groups
     body = await blocking(services.metrics.render)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

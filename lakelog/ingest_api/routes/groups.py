@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Callable, Literal
 
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response
@@ -35,14 +35,19 @@ GroupId = Annotated[str, Path(min_length=1, max_length=249, description="Group i
 MemberId = Annotated[str, Path(min_length=1, max_length=300, description="Member id from the join answer")]
 
 
+def describable(services: Services, principal: str) -> Callable[[str], bool]:
+    """Which topics the caller may see in a group's description: the others are left out."""
+    return lambda topic: services.authorizer.allowed(principal, "describe", "topic", topic)
+
+
 def tps(pairs: list[tuple[str, int]]) -> list[TopicPartitionModel]:
     return [TopicPartitionModel(topic=t, partition=p) for t, p in pairs]
 
 
 def entries(offsets: dict[tuple[str, int], CommittedOffset], lag: dict[tuple[str, int], int],
-            visible: object = None) -> list[CommittedEntry]:
+            visible: Callable[[str], bool] | None = None) -> list[CommittedEntry]:
     return [CommittedEntry(topic=t, partition=p, offset=c.offset, metadata=c.metadata, lag=lag.get((t, p)))
-            for (t, p), c in sorted(offsets.items()) if visible is None or visible(t)]  # type: ignore[operator]
+            for (t, p), c in sorted(offsets.items()) if visible is None or visible(t)]
 
 
 @router.get("", response_model=GroupList, summary="List groups (those the caller may describe)")
@@ -95,9 +100,11 @@ async def poll(
     format: Literal["json", "arrow"] = "json",
 ) -> Response:
     started = time.perf_counter()
-    services.authorizer.check(principal, "read", "group", group)
+    authorizer = services.authorizer
+    authorizer.check(principal, "read", "group", group)
     wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
-    result = await blocking(services.coordinator.poll, group, member, max_records, max_bytes, wait)
+    result = await blocking(services.coordinator.poll, group, member, max_records, max_bytes, wait,
+                            lambda topic: authorizer.check(principal, "read", "topic", topic))
     record_fetch(services, result.results, "poll", started)
     return records_response(result.results, key_format, value_format, format, {"generation": result.generation})
 
@@ -131,7 +138,7 @@ async def await_durable(services: Services, future: object) -> None:
 async def committed_offsets(group: GroupId, services: Svc, principal: Principal) -> GroupOffsets:
     services.authorizer.check(principal, "describe", "group", group)
     view = await blocking(services.coordinator.describe, group)
-    visible = lambda t: services.authorizer.allowed(principal, "describe", "topic", t)  # noqa: E731
+    visible = describable(services, principal)
     return GroupOffsets(group=group, offsets=entries(view.offsets, view.lag, visible))
 
 
@@ -139,11 +146,13 @@ async def committed_offsets(group: GroupId, services: Svc, principal: Principal)
 async def describe_group(group: GroupId, services: Svc, principal: Principal) -> GroupDescription:
     services.authorizer.check(principal, "describe", "group", group)
     view = await blocking(services.coordinator.describe, group)
-    visible = lambda t: services.authorizer.allowed(principal, "describe", "topic", t)  # noqa: E731
+    visible = describable(services, principal)
     return GroupDescription(
         group=view.group, state=view.state, generation=view.generation, assignor=view.assignor,
         members=[MemberDescription(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                   assignment=tps(m.assignment), revoking=tps(m.revoking), topics=m.subscription,
+                                   assignment=tps([tp for tp in m.assignment if visible(tp[0])]),
+                                   revoking=tps([tp for tp in m.revoking if visible(tp[0])]),
+                                   topics=[t for t in m.subscription if visible(t)],
                                    pattern=m.pattern, last_heartbeat_ms_ago=m.last_heartbeat_ms_ago)
                  for m in view.members],
         offsets=entries(view.offsets, view.lag, visible),
@@ -167,7 +176,9 @@ async def reset_offsets(group: GroupId, body: ResetOffsets, services: Svc, princ
         if body.timestamp is None:
             raise SchemaViolation("to=timestamp needs 'timestamp' (ms)")
         spec = body.timestamp
-    future = await blocking(services.coordinator.reset_offsets, group, spec, body.topics, explicit)
+    future = await blocking(services.coordinator.reset_offsets, group, spec, body.topics, explicit,
+                            lambda topic: services.authorizer.check(principal, "read", "topic", topic))
     await await_durable(services, future)
     view = await blocking(services.coordinator.describe, group)
-    return GroupOffsets(group=group, offsets=entries(view.offsets, view.lag))
+    visible = describable(services, principal)
+    return GroupOffsets(group=group, offsets=entries(view.offsets, view.lag, visible))

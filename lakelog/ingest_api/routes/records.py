@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from lakelog.ingest_api import codec
-from lakelog.ingest_api.auth import Principal, Svc, bearer
+from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
 from lakelog.ingest_api.state import Services, blocking, current_services, read_body
@@ -91,14 +91,13 @@ async def produce(topic: TopicName, request: Request) -> Response:
     query_producer = {name: value for name, upper in (("producer_id", codec.IDEMPOTENCY_BASE - 1),
                                                       ("producer_epoch", 32767), ("sequence", codec.MAX_INT32))
                       if (value := query_int(query, name, 0, upper)) is not None}
-    body = await read_body(request, services.settings.max_request_bytes)
-    parsed = parse_body(request.headers.get("content-type", "application/json"), body,
-                        query.get("key_format", "string"), query.get("value_format", "string"))
-    if query_producer and parsed.producer:
-        raise SchemaViolation("give the producer fields either in the query or in the body, not both")
-    producer = codec.producer_batch(query_producer or parsed.producer, request.headers.get("idempotency-key"))
-    services.reserve(len(body))
+    body = await read_body(request, services)
     try:
+        parsed = parse_body(request.headers.get("content-type", "application/json"), body,
+                            query.get("key_format", "string"), query.get("value_format", "string"))
+        if query_producer and parsed.producer:
+            raise SchemaViolation("give the producer fields either in the query or in the body, not both")
+        producer = codec.producer_batch(query_producer or parsed.producer, request.headers.get("idempotency-key"))
         result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer)
     finally:
         services.release(len(body))
@@ -121,13 +120,6 @@ def query_int(query: Mapping[str, str], name: str, low: int, high: int) -> int |
     if not low <= value <= high:
         raise SchemaViolation(f"{name} must be between {low} and {high}, got {value}")
     return value
-
-
-def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization")
-    if header and header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return None
 
 
 def parse_body(content_type: str, body: bytes, key_format: str, value_format: str) -> codec.ParsedProduce:

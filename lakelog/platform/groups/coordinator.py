@@ -27,7 +27,9 @@ import time
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
+
+import re2
 
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
@@ -50,6 +52,9 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 GROUP_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_PATTERN_CHARS = 1000
+_RE2 = re2.Options()
+_RE2.log_errors = False  # a bad pattern is the caller's error, answered, not logged
 RESETS = ("earliest", "latest", "none")
 WAIT_SLICE_S = 0.02
 METADATA_CHECK_S = 1.0
@@ -111,7 +116,7 @@ class GroupView:
 class _Member:
     member_id: str
     options: JoinOptions
-    pattern: re.Pattern[str] | None
+    pattern: Any  # a compiled RE2 pattern, or None for a topic list
     last_heartbeat: float
     last_poll: float
     assignment: set[TopicPartition] = field(default_factory=set)
@@ -381,8 +386,11 @@ class GroupCoordinator:
     # ---- polling --------------------------------------------------------------
 
     def poll(self, group_id: str, member_id: str, max_records: int = 500, max_bytes: int | None = None,
-             timeout_ms: int = 0) -> Poll:
-        """Records from the member's partitions, fairly: each partition gets a share, in rotating order."""
+             timeout_ms: int = 0, authorize: Callable[[str], None] | None = None) -> Poll:
+        """Records from the member's partitions, fairly: each partition gets a share, in rotating order.
+
+        `authorize(topic)` raises when the caller may no longer read a topic: checked on every poll,
+        since a right revoked after the join must stop the records at once."""
         if max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         deadline = self._clock() + max(timeout_ms, 0) / 1000
@@ -390,6 +398,9 @@ class GroupCoordinator:
         turn = 0
         while True:
             generation, plan = self._poll_plan(group_id, member_id)
+            if authorize is not None:
+                for topic in sorted({tp[0] for tp, _ in plan}):
+                    authorize(topic)
             results, out_of_range = self._fetch_fairly(plan, max_records, max_bytes)
             for tp in out_of_range:
                 self.reset_position(group_id, member_id, tp)
@@ -544,8 +555,11 @@ class GroupCoordinator:
             return dict(group.committed)
 
     def reset_offsets(self, group_id: str, spec: str | int | None, topics: list[str] | None,
-                      explicit: list[tuple[str, int, int]] | None) -> Future:
-        """Move an empty group's offsets: earliest, latest, a timestamp (ms), or explicit offsets."""
+                      explicit: list[tuple[str, int, int]] | None,
+                      authorize: Callable[[str], None] | None = None) -> Future:
+        """Move an empty group's offsets: earliest, latest, a timestamp (ms), or explicit offsets.
+
+        `authorize(topic)` is called for every topic touched before anything is written."""
         with self._lock:
             group = self._groups.get(group_id)
             if group is None:
@@ -554,6 +568,10 @@ class GroupCoordinator:
                 raise NonEmptyGroup(f"group {group_id!r} has {len(group.members)} active members; "
                                     "offsets can only be reset while it is empty")
             known = sorted({t for t, _ in group.committed})
+        touched = sorted({t for t, _, _ in explicit} if explicit is not None else set(topics or known))
+        if authorize is not None:
+            for topic in touched:
+                authorize(topic)
         if explicit is not None:
             return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
         rows = []
@@ -607,7 +625,7 @@ class GroupCoordinator:
 
     # ---- lifecycle --------------------------------------------------------------
 
-    def _check_options(self, options: JoinOptions) -> re.Pattern[str] | None:
+    def _check_options(self, options: JoinOptions) -> Any:
         if options.assignor not in ASSIGNORS:
             raise InvalidRequest(f"assignor must be one of {', '.join(ASSIGNORS)}, got {options.assignor!r}")
         if options.auto_offset_reset not in RESETS:
@@ -620,18 +638,26 @@ class GroupCoordinator:
             raise InvalidRequest("max.poll.interval.ms must be >= 1")
         if bool(options.topics) == bool(options.pattern):
             raise InvalidRequest("subscribe with either topics or a pattern")
-        if options.pattern is None:
-            return None
-        try:
-            return re.compile(options.pattern)
-        except re.error as exc:
-            raise InvalidRequest(f"bad topic pattern {options.pattern!r}: {exc}") from None
+        return None if options.pattern is None else compile_topic_pattern(options.pattern)
 
     def close(self) -> None:
         """Stop the maintenance thread and write pending commits."""
         self._stop.set()
         self._reaper.join()
         self.store.close()
+
+
+def compile_topic_pattern(pattern: str) -> Any:
+    """A subscription pattern, compiled once per member, matched in linear time (RE2 never backtracks):
+    no pattern can stall the server however often subscriptions are matched against topic names."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidRequest(f"topic pattern is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
+    try:
+        return re2.compile(pattern, _RE2)
+    except re2.error as exc:
+        message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidRequest(f"bad topic pattern {pattern!r}: {message} (RE2 syntax: no backreferences or "
+                             "lookaround)") from None
 
 
 def _trim_positions(member: _Member) -> None:

@@ -1,0 +1,136 @@
+"""Topic admin is compare-and-set, within a node and across processes sharing a root (hardening, item 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from lakelog.platform import Broker, Record
+from lakelog.platform.errors import InvalidPartitions, LakelogError, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.platform.log import TopicLog
+from log_check import assert_topic_intact
+
+# A process that waits for "go" on stdin, runs one admin call, and prints its outcome as JSON.
+ADMIN_PROCESS = """
+import json, sys
+from lakelog.platform import Broker
+from lakelog.platform.errors import LakelogError
+from lakelog.settings import Settings
+root, storage, call, name, n = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+broker = Broker(Settings(root=root, storage=storage))
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    if call == "create":
+        meta = broker.create_topic(name, n)
+    else:
+        meta = broker.add_partitions(name, n)
+    print(json.dumps({"ok": meta.partitions}), flush=True)
+except LakelogError as exc:
+    print(json.dumps({"error": exc.code}), flush=True)
+broker.close()
+"""
+
+
+def _run_together(root: str, storage: dict, calls: list[tuple[str, str, int]]) -> list[dict]:
+    procs = [subprocess.Popen([sys.executable, "-c", ADMIN_PROCESS, root, json.dumps(storage), *map(str, call)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for call in calls]
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()  # type: ignore[union-attr]
+    for proc in procs:
+        proc.stdin.write("go\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+    outcomes = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    return outcomes
+
+
+@pytest.mark.slow
+def test_concurrent_creates_in_three_processes_one_wins(make_broker) -> None:
+    outcomes = _run_together(make_broker.root, make_broker.storage, [("create", "shared", n) for n in (1, 2, 3)])
+    winners = [o for o in outcomes if "ok" in o]
+    assert len(winners) == 1, outcomes
+    assert sorted(o.get("error", "") for o in outcomes) == ["", "TOPIC_ALREADY_EXISTS", "TOPIC_ALREADY_EXISTS"]
+    broker = make_broker()
+    assert broker.topic("shared").partitions == winners[0]["ok"]
+    broker.produce("shared", [Record(b"x", partition=0)])
+    assert_topic_intact(make_broker.root, "shared", make_broker.storage)
+
+
+@pytest.mark.slow
+def test_concurrent_partition_increases_in_two_processes_never_decrease(make_broker) -> None:
+    make_broker().create_topic("grow", 1)
+    outcomes = _run_together(make_broker.root, make_broker.storage, [("grow", "grow", 8), ("grow", "grow", 4)])
+    assert outcomes[0] == {"ok": 8}, outcomes
+    assert outcomes[1] in ({"ok": 4}, {"error": "INVALID_PARTITIONS"})
+    assert make_broker().topic("grow").partitions == 8
+
+
+def test_concurrent_creates_on_one_node_one_wins(local_broker: Broker) -> None:
+    barrier = threading.Barrier(8)
+
+    def create(partitions: int) -> int | str:
+        barrier.wait()
+        try:
+            return local_broker.create_topic("same", partitions).partitions
+        except LakelogError as exc:
+            return exc.code
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(create, range(1, 9)))
+    assert sorted(map(str, outcomes)).count("TOPIC_ALREADY_EXISTS") == 7, outcomes
+    winner = next(o for o in outcomes if isinstance(o, int))
+    assert local_broker.topic("same").partitions == winner
+
+
+def test_partition_counts_never_decrease_on_one_node(local_broker: Broker) -> None:
+    local_broker.create_topic("grow", 1)
+    barrier = threading.Barrier(2)
+
+    def grow(total: int) -> int | str:
+        barrier.wait()
+        try:
+            return local_broker.add_partitions("grow", total).partitions
+        except InvalidPartitions as exc:
+            return exc.code
+
+    for _ in range(5):
+        before = local_broker.topic("grow").partitions
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = list(pool.map(grow, [before + 7, before + 3]))
+        barrier.reset()
+        # +3 then +7 both succeed; +7 then +3 refuses the smaller count: either way the larger one stands.
+        assert outcomes[0] == before + 7 and outcomes[1] in (before + 3, "INVALID_PARTITIONS")
+        assert local_broker.topic("grow").partitions == before + 7
+
+
+def test_creating_a_topic_never_deletes_an_existing_table(local_broker: Broker) -> None:
+    """A table holding data at the topic's path (a delete cut short) is refused, not wiped."""
+    local_broker.create_topic("t", 1)
+    local_broker.produce("t", [Record(b"precious")])
+    # The catalog forgets the topic but the table stays: as after a crash between the two steps of a delete.
+    local_broker.catalog._change("t", lambda current, now: None)
+    with pytest.raises(UnknownTopicOrPartition):
+        local_broker.catalog.get("t")
+    with pytest.raises(TopicAlreadyExists, match="marked for deletion"):
+        local_broker.create_topic("t", 1)
+    log = TopicLog(local_broker.storage, "t")
+    assert log.read(0, 0, 10).column("value").to_pylist() == [b"precious"]
+    local_broker.delete_topic("t")  # finishes the interrupted delete
+    assert local_broker.create_topic("t", 1).partitions == 1
+    assert local_broker.produce("t", [Record(b"new")]).offsets.tolist() == [0]
+
+
+def test_an_empty_table_left_by_another_creator_is_reused(local_broker: Broker) -> None:
+    TopicLog.create_table(local_broker.storage, "t")  # another node's create, before its catalog commit
+    assert local_broker.create_topic("t", 2).partitions == 2
+    assert local_broker.produce("t", [Record(b"a", partition=1)]).offsets.tolist() == [0]

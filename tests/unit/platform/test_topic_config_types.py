@@ -1,0 +1,26 @@
+"""topic_config.py: Kafka's types and ranges, no silent coercion."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakelog.platform.errors import InvalidConfig
+from lakelog.platform.topic_config import parse_topic_config
+
+
+@pytest.mark.parametrize("key,value", [
+    ("retention.ms", True), ("retention.ms", 1.0), ("retention.ms", 2**63), ("retention.ms", "soon"),
+    ("segment.bytes", 2**31), ("max.message.bytes", 2**31), ("replication.factor", 32768),
+    ("message.timestamp.after.max.ms", -1), ("min.insync.replicas", False),
+])
+def test_refused(key: str, value: object) -> None:
+    with pytest.raises(InvalidConfig, match=key):
+        parse_topic_config({key: value})
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("retention.ms", "3600000", 3600000), ("retention.ms", 2**63 - 1, 2**63 - 1), ("retention.ms", -1, -1),
+    ("segment.bytes", 2**31 - 1, 2**31 - 1), ("message.timestamp.before.max.ms", "0", 0),
+])
+def test_accepted(key: str, value: object, expected: int) -> None:
+    assert parse_topic_config({key: value}).to_kafka()[key] == expected
