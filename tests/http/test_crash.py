@@ -3,7 +3,6 @@ dense, nothing is duplicated, and the group resumes from its committed offsets. 
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Iterator
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from log_check import assert_root_intact
+from tests.conftest import start_moto
 from tests.http.conftest import ProcessServer, fetch_all, free_port
 
 pytestmark = pytest.mark.slow
@@ -22,19 +22,17 @@ PARTITIONS = 3
 
 @pytest.fixture
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    """moto's server in its own process: the final integrity check reads through delta-rs, which holds the GIL."""
     import boto3
 
+    port = free_port()
+    proc = start_moto(port)
+    endpoint = f"http://127.0.0.1:{port}"
     boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                  region_name="us-east-1").create_bucket(Bucket="lakelog-crash")
     yield endpoint
-    server.stop()
+    proc.kill()
+    proc.wait(10)
 
 
 def s3_env(endpoint: str) -> dict[str, str]:
