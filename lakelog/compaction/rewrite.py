@@ -19,9 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.platform.file_stats import file_stats, iso_ms
 from lakelog.platform.index import SegmentFile
-from lakelog.platform.log import _iso as iso_ms  # the core's format of timestamp stats
-from lakelog.platform.log import file_stats
 from lakelog.platform.storage import Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 

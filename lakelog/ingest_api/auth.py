@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from lakelog.ingest_api.state import Services, current_services, services_of
+from lakelog.ingest_api.dependencies import Services, current_services, services_of
 
 bearer = HTTPBearer(auto_error=False, description="An API key, when the server has authentication on")
 

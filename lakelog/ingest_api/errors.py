@@ -77,7 +77,6 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (core.InvalidProducerEpoch, 409),
     (groups.IllegalGeneration, 409),
     (groups.FencedInstanceId, 409),
-    (groups.RebalanceInProgress, 409),
     (groups.NonEmptyGroup, 409),
     (groups.InconsistentGroupProtocol, 409),
     (groups.NoOffsetForPartition, 409),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping
 
@@ -22,11 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
+from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.catalog import open_control_table, reread_if_changed
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.storage import Storage
+from lakelog.platform.layout import ACLS_TABLE
 
-ACLS_TABLE = "_control/acls"
 RESOURCE_TYPES = ("topic", "group", "cluster")
 CLUSTER = "kafka-cluster"  # the one cluster resource's name, as in Kafka
 PATTERN_TYPES = ("literal", "prefixed")
@@ -140,7 +140,7 @@ class AclStore:
                 latest[acl] = row["deleted"]
             self._acls = {acl for acl, deleted in latest.items() if not deleted}
             self.generation += 1
-            self._last_ms = int(pc.max(_ms(table.column("updated"))).as_py())
+            self._last_ms = int(pc.max(column_ms(table.column("updated"))).as_py())
 
     def list(self, acl_filter: AclFilter | None = None) -> list[Acl]:
         with self._lock:
@@ -162,7 +162,7 @@ class AclStore:
         if not acls:
             return
         with self._lock:
-            stamp = max(int(time.time() * 1000), self._last_ms + 1)
+            stamp = max(now_ms(), self._last_ms + 1)
             rows = [{**asdict(a), "deleted": deleted, "updated": stamp} for a in acls]
             table = pa.Table.from_pylist(rows, schema=pa.schema(
                 [f if f.name != "updated" else pa.field("updated", pa.int64()) for f in ACL_SCHEMA]))
@@ -241,7 +241,3 @@ class Authorizer:
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
-
-def _ms(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Milliseconds since the epoch, whatever unit the reader gave the timestamps."""
-    return column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.accumulator import PendingProduce, TopicWriter
+from lakelog.platform.writer import PendingProduce, TopicWriter
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.log import Appended, PartitionState, TopicLog
@@ -40,6 +40,7 @@ from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 from lakelog.settings import Settings
+from lakelog.platform.layout import topic_path
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ class Broker:
         if self.replicas is not None:
             for storage in self.replicas.sites.values():
                 try:
-                    storage.delete_tree(storage.uri("topics", name))
+                    storage.delete_tree(storage.uri(topic_path(name)))
                 except OSError:
                     log.warning("topic %s not deleted at %s (unreachable)", name, storage.root)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -22,6 +21,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 from deltalake import write_deltalake
 
+from lakelog.platform.clock import now_ms, to_ms
 from lakelog.platform.errors import (
     InvalidPartitions,
     InvalidRequest,
@@ -33,6 +33,7 @@ from lakelog.platform.log import TopicLog
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
+from lakelog.platform.layout import CATALOG_TABLE, topic_path
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -108,7 +109,7 @@ class Catalog:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self._lock = threading.RLock()
-        self._dt = open_control_table(storage, "_catalog/topics", CATALOG_SCHEMA)
+        self._dt = open_control_table(storage, CATALOG_TABLE, CATALOG_SCHEMA)
         self._topics: dict[str, TopicMeta] = {}
         self._version = -1
         self.refresh()
@@ -184,7 +185,7 @@ class Catalog:
     def delete_topic(self, name: str) -> None:
         """Remove the topic from the catalog, then its table. A name that is gone from the catalog but
         whose table is still there (a delete interrupted by a crash) has its deletion finished."""
-        uri = self.storage.uri("topics", name)
+        uri = self.storage.uri(topic_path(name))
 
         def change(current: TopicMeta | None, now: int) -> None:
             if current is None and self.storage.list_names(uri):
@@ -207,7 +208,7 @@ class Catalog:
                 self.refresh()
                 current = self._topics.get(name)
                 revision = self._dt.transaction_version(f"lakelog.topic.{name}") or 0
-                now = int(time.time() * 1000)
+                now = now_ms()
                 updated = change(current, now)
                 row = _row(name, updated, current, revision + 1, now)
                 try:
@@ -268,11 +269,8 @@ def _latest_topics(table: pa.Table | None) -> dict[str, TopicMeta]:
             partitions=row["partitions"],
             config=parse_topic_config(json.loads(row["config"])),
             revision=row["generation"],
-            created_ms=_ms(row["created"]),
-            updated_ms=_ms(row["updated"]),
+            created_ms=to_ms(row["created"]),
+            updated_ms=to_ms(row["updated"]),
         )
     return topics
 
-
-def _ms(value: Any) -> int:
-    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

@@ -1,7 +1,7 @@
 """The Delta commit log as files: names, versions, and the actions inside a commit file.
 
 The topic log reads its own commits back (to index the files it just added,
-or to tell whether an ambiguous commit landed), cleans old ones, and the
+or to tell whether an ambiguous commit landed) and cleans old ones, and the
 replication copier copies them byte for byte; all through these helpers.
 """
 
@@ -77,3 +77,25 @@ def commit_info(commit: bytes) -> dict:
         if "commitInfo" in entry:
             return entry["commitInfo"]
     return {}
+
+
+def clean_commit_log(storage: Storage, table_uri: str, cutoff: int, checkpoint_interval: int,
+                     cleaned_below: int | None) -> int | None:
+    """Delete commit and checkpoint files below version `cutoff`; answers the new `cleaned_below`.
+
+    Refreshing a snapshot lists the whole `_delta_log` folder on a local root, so its size, not
+    its age, is what matters: a count of versions kept, not Delta's time-based retention. Older
+    commits are only needed by followers that fell that far behind, which then start from a
+    checkpoint. `cleaned_below` None (first time in this process) sweeps what earlier runs left;
+    otherwise only the versions since the last cleanup are named, with no listing.
+    """
+    if cutoff <= 0:
+        return cleaned_below
+    log_dir = f"{table_uri}/{DELTA_LOG}"
+    if cleaned_below is None:
+        names = storage.list_names(log_dir)
+    else:
+        names = [commit_name(v) for v in range(cleaned_below, cutoff)]
+        names += [checkpoint_name(v) for v in range(cleaned_below, cutoff) if v % checkpoint_interval == 0]
+    storage.delete_files([f"{log_dir}/{n}" for n in names if (v := file_version(n)) is not None and v < cutoff])
+    return cutoff

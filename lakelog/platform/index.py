@@ -14,6 +14,8 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
+from lakelog.platform.clock import to_ms
+
 
 @dataclass(frozen=True)
 class SegmentFile:
@@ -104,14 +106,7 @@ class SegmentIndex:
                 path=path, partition=int(part), size_bytes=int(size), num_records=int(count or 0),
                 min_offset=int(lo), max_offset=int(hi),
                 min_timestamp_ms=int(tlo or 0), max_timestamp_ms=int(thi or 0),
-                min_producer_id=plo, max_producer_id=phi, modification_time_ms=_ms(mtime),
+                min_producer_id=plo, max_producer_id=phi, modification_time_ms=to_ms(mtime),
             ))
         return cls(segments)
 
-
-def _ms(value: object) -> int:
-    if value is None:
-        return 0
-    if hasattr(value, "timestamp"):
-        return int(value.timestamp() * 1000)  # type: ignore[attr-defined]
-    return int(value)  # type: ignore[arg-type]

@@ -9,14 +9,12 @@ loser refreshes, reassigns its offsets, writes its records again and retries.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -26,15 +24,8 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
-from lakelog.platform.delta_log import (
-    DELTA_LOG,
-    added_actions,
-    checkpoint_name,
-    commit_info,
-    commit_name,
-    commit_uri,
-    file_version,
-)
+from lakelog.platform.clock import now_ms
+from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
 from lakelog.platform.errors import (
     OffsetOutOfRange,
     RequestTimedOut,
@@ -42,7 +33,10 @@ from lakelog.platform.errors import (
     StorageWriteFailed,
     TopicAlreadyExists,
 )
+from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
+from lakelog.platform.layout import topic_path
+from lakelog.platform.segment import read_offsets
 from lakelog.platform.storage import Storage, is_retriable
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
@@ -64,7 +58,6 @@ ROW_GROUP_ROWS = 16_384
 RETAINED_COMMITS = 100
 COMMIT_ID = "lakelog.commitId"
 WRITER_PROPERTIES = WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
-STATS_COLUMNS = ("offset", "timestamp", "producer_id")
 PARTITION_APP_PREFIX = "lakelog.partition."
 
 
@@ -94,7 +87,7 @@ class TopicLog:
         self.storage = storage
         self.leader_epoch = leader_epoch  # recorded with each commit, so replicas can tell stale leaders
         self.name = name
-        self.uri = storage.uri("topics", name)
+        self.uri = storage.uri(topic_path(name))
         self._lock = threading.RLock()
         self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
         self._index = SegmentIndex()
@@ -114,7 +107,7 @@ class TopicLog:
     def create_table(storage: Storage, name: str) -> None:
         """Create the topic's table. Never deletes: an empty table (another node creating the same topic)
         is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
-        uri = storage.uri("topics", name)
+        uri = storage.uri(topic_path(name))
         try:
             DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=["partition"], mode="error",
                               configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
@@ -335,7 +328,7 @@ class TopicLog:
         if version == read_version + 1:  # ours was the only commit: extend the index in place
             commit = self.storage.read_bytes(commit_uri(self.uri, version))
             for action in added_actions(commit):
-                self._index.add(_segment_of(action))
+                self._index.add(segment_of(action))
             self._version = version
         else:
             self._rebuild_index()
@@ -352,27 +345,10 @@ class TopicLog:
                 self._rebuild_index()
 
     def _clean_log(self, checkpoint_version: int) -> None:
-        """Keep the last RETAINED_COMMITS commit files (and the checkpoints they need).
-
-        Refreshing a snapshot lists the whole `_delta_log` folder on a local
-        root, so its size, not its age, is what matters: a count, not Delta's
-        time-based retention. Older commits are only needed by followers that
-        fell that far behind, which then start from a checkpoint.
-        """
-        cutoff = checkpoint_version - RETAINED_COMMITS
-        if cutoff <= 0:
-            return
-        log_dir = f"{self.uri}/{DELTA_LOG}"
-        start = self._cleaned_below if self._cleaned_below is not None else 0
-        if self._cleaned_below is None:  # first time in this process: sweep what earlier runs left
-            names = self.storage.list_names(log_dir)
-        else:
-            names = [commit_name(v) for v in range(start, cutoff)]
-            names += [checkpoint_name(v) for v in range(start, cutoff) if v % CHECKPOINT_INTERVAL == 0]
-        doomed = [f"{log_dir}/{n}" for n in names if (v := file_version(n)) is not None and v < cutoff]
+        """Keep the last RETAINED_COMMITS commit files (and the checkpoints they need); see delta_log.clean_commit_log."""
         try:
-            self.storage.delete_files(doomed)
-            self._cleaned_below = cutoff
+            self._cleaned_below = clean_commit_log(self.storage, self.uri, checkpoint_version - RETAINED_COMMITS,
+                                                   CHECKPOINT_INTERVAL, self._cleaned_below)
         except OSError as exc:
             log.warning("log cleanup of %s failed: %s", self.name, exc)
 
@@ -384,9 +360,9 @@ class TopicLog:
         (after a refresh) when a concurrent commit removed one of `removes`:
         another job got there first, and the caller re-plans from the new snapshot.
         """
-        now_ms = int(time.time() * 1000)
+        now = now_ms()
         actions: list[AddAction | RemoveAction] = list(adds)
-        actions += [RemoveAction(s.path, data_change, now_ms, s.size_bytes, {"partition": str(s.partition)})
+        actions += [RemoveAction(s.path, data_change, now, s.size_bytes, {"partition": str(s.partition)})
                     for s in removes]
         try:
             with self._lock:
@@ -443,18 +419,13 @@ class TopicLog:
         uri = f"{self.uri}/{segment.path}"
         try:
             with self.storage.open_input(uri) as source:
-                parquet = pq.ParquetFile(source, metadata=self._metadata.get(segment.path))
-                self._remember_metadata(segment.path, parquet.metadata)
-                groups = _row_groups_from(parquet.metadata, offset)
-                table = parquet.read_row_groups(groups) if groups else TOPIC_FILE_SCHEMA.empty_table()
+                table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path))
+                self._remember_metadata(segment.path, footer)
         except FileNotFoundError:
             # Removed by retention or compaction after we planned: the next fetch sees the new files.
             self.refresh()
             return TOPIC_FILE_SCHEMA.empty_table()
-        table = table.cast(TOPIC_FILE_SCHEMA) if table.schema != TOPIC_FILE_SCHEMA else table
-        if table.num_rows and table.column("offset")[0].as_py() < offset:
-            table = table.filter(pc.greater_equal(table.column("offset"), offset))
-        return table
+        return table.cast(TOPIC_FILE_SCHEMA) if table.schema != TOPIC_FILE_SCHEMA else table
 
     def _remember_metadata(self, path: str, metadata: pq.FileMetaData) -> None:
         self._metadata[path] = metadata
@@ -511,16 +482,6 @@ def _with_partition(table: pa.Table, partition: int) -> pa.Table:
     return table.add_column(0, pa.field("partition", pa.int32(), nullable=False), column)
 
 
-def _row_groups_from(metadata: pq.FileMetaData, offset: int) -> list[int]:
-    groups = []
-    column = metadata.schema.names.index("offset")
-    for i in range(metadata.num_row_groups):
-        stats = metadata.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max or stats.max >= offset:
-            groups.append(i)
-    return groups
-
-
 def _limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
     """Cut at `max_bytes` of keys and values, but always keep the first record (as Kafka does)."""
     if table.num_rows <= 1:
@@ -532,57 +493,3 @@ def _limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
     cumulative = np.cumsum(sizes.to_numpy(zero_copy_only=False))
     keep = max(int(np.searchsorted(cumulative, max_bytes, side="right")), 1)
     return table.slice(0, keep)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _iso(ms: int) -> str:
-    return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def file_stats(table: pa.Table) -> str:
-    """Delta statistics JSON for a data file: the segment and time index."""
-    n = table.num_rows
-    mins: dict[str, object] = {}
-    maxs: dict[str, object] = {}
-    nulls: dict[str, int] = {}
-    for name in STATS_COLUMNS:
-        column = table.column(name)
-        nulls[name] = column.null_count
-        if column.null_count == n:
-            continue
-        bounds = pc.min_max(column.cast(pa.int64()) if name == "timestamp" else column)
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        if name == "timestamp":
-            lo, hi = _iso(lo), _iso(hi)
-        mins[name], maxs[name] = lo, hi
-    for name in ("key", "value"):
-        nulls[name] = table.column(name).null_count
-    return json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
-
-
-def _segment_of(action: AddAction) -> SegmentFile:
-    stats = json.loads(action.stats)
-    mins, maxs = stats["minValues"], stats["maxValues"]
-    return SegmentFile(
-        path=action.path,
-        partition=int(action.partition_values["partition"]),
-        size_bytes=action.size,
-        num_records=stats["numRecords"],
-        min_offset=mins["offset"],
-        max_offset=maxs["offset"],
-        min_timestamp_ms=_parse_iso_ms(mins["timestamp"]),
-        max_timestamp_ms=_parse_iso_ms(maxs["timestamp"]),
-        min_producer_id=mins.get("producer_id"),
-        max_producer_id=maxs.get("producer_id"),
-        modification_time_ms=action.modification_time,
-    )
-
-
-def _parse_iso_ms(text: str) -> int:
-    """Delta's statistics timestamps: ISO 8601 in UTC, with or without fractional seconds."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)

@@ -23,6 +23,7 @@ from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 
 Header = tuple[str, bytes]
+TopicPartition = tuple[str, int]
 
 # The largest timestamp every reader of a topic table can hold: 9999-12-31T23:59:59.999Z. Delta's
 # statistics are ISO dates (four-digit years), delta-rs stores microseconds, Spark's TimestampType

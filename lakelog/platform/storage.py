@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import fsspec
 import pyarrow.fs as pafs
+from botocore.exceptions import BotoCoreError
 from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError, TableNotFoundError
 
 # delta-rs option names (lower case), and the environment variables they also come from.
@@ -28,6 +29,11 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
             "allow_http": "aws_allow_http", "aws_conditional_put": "conditional_put"}
 
 
+# What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
+# connection errors through), delta-rs. Callers that survive a failing store catch these, not
+# Exception, so that a plain bug still surfaces.
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, BotoCoreError, DeltaError)
+
 # delta-rs reports data it cannot write (a cast, a schema) as a generic DeltaError; its message says which.
 _DATA_ERRORS = ("Arrow error", "Cast error", "Schema error", "Invalid data", "Parquet error", "Json error")
 
@@ -41,7 +47,7 @@ def is_retriable(error: BaseException) -> bool:
         return False
     if isinstance(error, DeltaError):
         return not any(marker in str(error) for marker in _DATA_ERRORS)
-    return isinstance(error, OSError)
+    return isinstance(error, (OSError, BotoCoreError))
 
 
 def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:
@@ -99,9 +105,6 @@ class Storage:
 
     def fs_path(self, uri: str) -> str:
         return uri.removeprefix("s3://")
-
-    def exists(self, uri: str) -> bool:
-        return bool(self.fsspec.exists(self.fs_path(uri)))
 
     def delete_tree(self, uri: str) -> None:
         path = self.fs_path(uri)

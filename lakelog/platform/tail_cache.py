@@ -68,9 +68,3 @@ class TailCache:
         with self._lock:
             for chunk in self._chunks.pop(partition, []):
                 self._bytes -= self._order.pop((partition, chunk.start), 0)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._chunks.clear()
-            self._order.clear()
-            self._bytes = 0

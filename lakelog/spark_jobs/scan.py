@@ -12,12 +12,11 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakelog.platform.log import TopicLog
+from lakelog.platform.segment import read_offsets
 from lakelog.platform.storage import Storage
-from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
+from lakelog.schemas import HEADERS_TYPE
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.ranges import FileRef, OffsetRange, check_data_loss
 
@@ -68,25 +67,7 @@ def read_range(connection: Connection, rng: OffsetRange, include_headers: bool,
 
 def _read_file(storage: Storage, rng: OffsetRange, ref: FileRef, position: int, columns: list[str]) -> pa.Table:
     with storage.open_input(f"{rng.table_uri}/{ref.path}") as source:
-        parquet = pq.ParquetFile(source)
-        groups = _row_groups(parquet.metadata, position, rng.end)
-        if not groups:
-            return TOPIC_FILE_SCHEMA.empty_table().select(columns)
-        table = parquet.read_row_groups(groups, columns=columns)
-    offsets = table.column("offset")
-    if offsets[0].as_py() < position or offsets[-1].as_py() >= rng.end:
-        table = table.filter(pc.and_(pc.greater_equal(offsets, position), pc.less(offsets, rng.end)))
-    return table
-
-
-def _row_groups(metadata: pq.FileMetaData, start: int, end: int) -> list[int]:
-    column = metadata.schema.names.index("offset")
-    groups = []
-    for i in range(metadata.num_row_groups):
-        stats = metadata.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max or (stats.max >= start and stats.min < end):
-            groups.append(i)
-    return groups
+        return read_offsets(source, position, rng.end, columns)[0]
 
 
 def _replan(storage: Storage, rng: OffsetRange, position: int, fail_on_data_loss: bool) -> tuple[int, list[FileRef]]:

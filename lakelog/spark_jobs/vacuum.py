@@ -21,6 +21,7 @@ from typing import Any
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.log import TopicLog
+from lakelog.platform.layout import SINK_STAGING
 
 STATE_FILE = "_lakelog/vacuum.json"
 STAGING_MAX_AGE_MS = 24 * 3600 * 1000
@@ -129,10 +130,9 @@ def _save_state(topic_log: TopicLog, state: dict[str, Any]) -> None:
 
 
 def _clean_staging(broker: Broker, now_ms: int, dry_run: bool) -> int:
-    from lakelog.spark_jobs.sink import STAGING
 
     storage = broker.storage
-    base = storage.fs_path(storage.uri(STAGING))
+    base = storage.fs_path(storage.uri(SINK_STAGING))
     if not storage.fsspec.exists(base):
         return 0
     old = []

@@ -7,7 +7,7 @@ import pytest
 
 from lakelog.platform import Broker, Storage
 from lakelog.platform.delta_log import added_paths, commit_uri, versions
-from lakelog.platform.replication.manager import topic_path
+from lakelog.platform.layout import topic_path
 from lakelog.settings import Settings
 
 

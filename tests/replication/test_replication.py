@@ -13,7 +13,7 @@ from lakelog.platform.errors import LakelogError, NotEnoughReplicas
 from lakelog.platform.groups.coordinator import GroupCoordinator
 from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
-from lakelog.platform.replication.manager import topic_path
+from lakelog.platform.layout import topic_path
 from log_check import assert_topic_intact
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from lakelog.ingest_api.models import (
     TopicList,
     TopicSummary,
 )
-from lakelog.ingest_api.state import Services, blocking
+from lakelog.ingest_api.dependencies import Services, blocking
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 TopicName = Annotated[str, Path(min_length=1, max_length=249, description="Topic name")]

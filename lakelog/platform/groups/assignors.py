@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Mapping
 
-TopicPartition = tuple[str, int]
+from lakelog.platform.records import TopicPartition
+
 # member id -> subscribed topics; topic -> partition count; member id -> partitions owned now
 Subscriptions = Mapping[str, frozenset[str]]
 PartitionCounts = Mapping[str, int]

@@ -46,11 +46,10 @@ from lakelog.platform.groups.errors import (
     UnknownMemberId,
 )
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow, OffsetStore
-from lakelog.platform.records import FetchResult
+from lakelog.platform.records import FetchResult, TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 GROUP_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PATTERN_CHARS = 1000
 _RE2 = re2.Options()

@@ -21,11 +21,6 @@ class FencedInstanceId(LakelogError):
     code = "FENCED_INSTANCE_ID"
 
 
-class RebalanceInProgress(LakelogError):
-    code = "REBALANCE_IN_PROGRESS"
-    retriable = True
-
-
 class GroupIdNotFound(LakelogError):
     code = "GROUP_ID_NOT_FOUND"
 

@@ -21,15 +21,16 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
+from lakelog.platform.clock import now_ms
 from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.errors import BrokerClosed, StorageUnavailable
 from lakelog.platform.storage import Storage
 from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA
+from lakelog.platform.layout import OFFSETS_TABLE
+from lakelog.platform.records import TopicPartition
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TABLE = "_control/consumer_offsets"
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,6 @@ class OffsetStore:
             self._cond.notify_all()
         return pending.future
 
-    def drain(self) -> None:
-        with self._cond:
-            while self._pending or self._busy:
-                self._cond.wait(0.05)
-
     def close(self) -> None:
         """Write what is pending, then stop."""
         with self._cond:
@@ -150,7 +146,7 @@ class OffsetStore:
         for pending in batch:
             for row in pending.rows:
                 latest[(row.group, row.topic, row.partition)] = row  # the last commit in the batch wins
-        stamp = max(int(time.time() * 1000), self._last_ms + 1)
+        stamp = max(now_ms(), self._last_ms + 1)
         rows = list(latest.values())
         table = pa.Table.from_pydict(
             {

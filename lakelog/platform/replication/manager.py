@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from lakelog.platform.errors import InvalidRequest, NotEnoughReplicas
+from lakelog.platform.clock import now_ms
+from lakelog.platform.errors import InvalidRequest, LakelogError, NotEnoughReplicas
 from lakelog.platform.partitioner import murmur2
 from lakelog.platform.replication.copier import CopyReport, FileCopier, TableReplicator
 from lakelog.platform.replication.errors import (
@@ -26,14 +27,12 @@ from lakelog.platform.replication.errors import (
     SiteUnavailable,
 )
 from lakelog.platform.replication.state import ReplicaState, ReplicaStateStore
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
+from lakelog.platform.layout import REPLICATED_CONTROL_TABLES, topic_path
 
 log = logging.getLogger(__name__)
-CONTROL_TABLES = ("_catalog/topics", "_control/consumer_offsets", "_control/acls")
-
-
-def topic_path(topic: str) -> str:
-    return f"topics/{topic}"
+# A follower or site that fails with these leaves the in-sync set; anything else is a bug and surfaces.
+REPLICATION_FAILURES = (*STORAGE_ERRORS, LakelogError)
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class ReplicaManager:
         else:
             start = (murmur2(topic.encode()) & 0x7FFFFFFF) % len(names)  # spread preferred leaders over sites
             replicas = tuple((names[(start + i) % len(names)]) for i in range(replication_factor))
-        return ReplicaState(topic, replicas, replicas[0], 0, replicas, int(time.time() * 1000))
+        return ReplicaState(topic, replicas, replicas[0], 0, replicas, now_ms())
 
     def create(self, state: ReplicaState, create_table: "callable") -> None:
         """Create the table at the leader, copy it to the followers, record the state."""
@@ -142,7 +141,7 @@ class ReplicaManager:
                     self.replicator(state, follower).catch_up(up_to=version)
                     self._caught_up[(topic, follower)] = time.monotonic()
                     holders.append(follower)
-                except Exception as exc:
+                except REPLICATION_FAILURES as exc:
                     self._require_leader(state)  # a lost leader is not the follower's fault
                     log.warning("follower %s of %s left the in-sync set: %s", follower, topic, exc)
                     failed.append(follower)
@@ -159,7 +158,7 @@ class ReplicaManager:
         try:
             return TableReplicator(self.sites[state.leader], self.sites[state.leader],
                                    topic_path(state.topic)).source_version()
-        except Exception as exc:
+        except REPLICATION_FAILURES as exc:
             raise SiteUnavailable(f"leader site {state.leader!r} of {state.topic!r} is unreachable: {exc}") from None
 
     # ---- catch-up (the replication job and the embedded schedule) --------------
@@ -182,7 +181,7 @@ class ReplicaManager:
                     reports.append(replicator.catch_up(up_to=leader_version))
                     self._caught_up[(topic, follower)] = time.monotonic()
                     isr.add(follower)
-                except Exception as exc:
+                except REPLICATION_FAILURES as exc:
                     self._require_leader(state)
                     log.warning("follower %s of %s could not catch up: %s", follower, topic, exc)
                     since = self._caught_up.get((topic, follower), 0.0)
@@ -200,7 +199,7 @@ class ReplicaManager:
         for follower in state.followers:
             try:
                 version = self.replicator(state, follower).target_version()
-            except Exception:
+            except REPLICATION_FAILURES:
                 version = -1
             lags.append(FollowerLag(topic, follower, leader_version, version, follower in state.isr))
         return lags
@@ -210,7 +209,7 @@ class ReplicaManager:
         for site, storage in self.sites.items():
             if site == control_site:
                 continue
-            for table in CONTROL_TABLES:
+            for table in REPLICATED_CONTROL_TABLES:
                 replicator = TableReplicator(self.sites[control_site], storage, table)
                 try:
                     if replicator.source_version() < 0:
@@ -218,7 +217,7 @@ class ReplicaManager:
                     if replicator.target_version() >= 0 and replicator.diverged():
                         replicator.truncate_after(replicator.last_common_version())
                     reports.append(replicator.catch_up())
-                except Exception as exc:
+                except REPLICATION_FAILURES as exc:
                     log.warning("control table %s not replicated to %s: %s", table, site, exc)
         return reports
 
@@ -254,7 +253,7 @@ class ReplicaManager:
                 isr = [chosen]
             new = replace(state, leader=chosen, leader_epoch=state.leader_epoch + 1,
                           isr=tuple(r for r in state.replicas if r in set(isr) | {chosen}),
-                          updated_ms=int(time.time() * 1000))
+                          updated_ms=now_ms())
             self.store.save(new)
             return Election(new, state, warning)
 
@@ -263,7 +262,7 @@ class ReplicaManager:
             lead = TableReplicator(self.sites[state.leader], self.sites[chosen], topic_path(state.topic))
             have, had = lead.target_version(), lead.source_version()
             detail = f"it holds version {have} of the log; the old leader had {had}"
-        except Exception:
+        except REPLICATION_FAILURES:
             detail = "the old leader cannot be reached to tell how far it was ahead"
         return (f"unclean election: {chosen} was not in sync for {state.topic}; {detail}. Commits it lacks are "
                 f"lost, and replicas holding them are truncated when they return.")

@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from lakelog.platform.clock import now_ms
 from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.replication.errors import SiteUnavailable
 from lakelog.platform.storage import Storage
+from lakelog.platform.layout import REPLICAS_TABLE
 
 log = logging.getLogger(__name__)
-REPLICAS_TABLE = "_control/replicas"
 REPLICAS_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), nullable=False),
     pa.field("replicas", pa.string(), nullable=False),
@@ -47,14 +47,11 @@ class ReplicaState:
 
     def with_isr(self, isr: list[str] | tuple[str, ...]) -> "ReplicaState":
         ordered = tuple(r for r in self.replicas if r in set(isr))
-        return replace(self, isr=ordered, updated_ms=_now())
+        return replace(self, isr=ordered, updated_ms=now_ms())
 
     def key(self) -> tuple[int, int]:
         return self.leader_epoch, self.updated_ms
 
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 class ReplicaStateStore:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError, TableNotFoundError
 
 from lakelog.platform.storage import is_retriable
@@ -12,6 +13,7 @@ from lakelog.platform.storage import is_retriable
     OSError("connection reset"), TimeoutError("timed out"), ConnectionRefusedError(),
     DeltaError("Failed to read delta log object: Generic S3 error: error sending request"),
     DeltaError("Generic DeltaTable error: Object store error: service unavailable"),
+    EndpointConnectionError(endpoint_url="http://127.0.0.1:1/bucket"),  # s3fs lets it through untranslated
 ])
 def test_retriable(error: BaseException) -> None:
     assert is_retriable(error)

@@ -1,0 +1,28 @@
+"""Where everything lives under a root URI: every storage path of lakelog, in one place.
+
+```
+<root>/_catalog/topics              the catalog of topics
+<root>/_control/consumer_offsets    committed offsets of consumer groups
+<root>/_control/acls                access-control lists
+<root>/_control/replicas            replica sets, leaders and epochs
+<root>/_staging/sink                the Spark sink's staged files (deleted at commit)
+<root>/topics/<topic>               a topic's table
+```
+"""
+
+from __future__ import annotations
+
+CATALOG_TABLE = "_catalog/topics"
+OFFSETS_TABLE = "_control/consumer_offsets"
+ACLS_TABLE = "_control/acls"
+REPLICAS_TABLE = "_control/replicas"
+SINK_STAGING = "_staging/sink"
+TOPICS = "topics"
+
+# The control tables copied to every site, commit for commit, by replication.
+REPLICATED_CONTROL_TABLES = (CATALOG_TABLE, OFFSETS_TABLE, ACLS_TABLE)
+
+
+def topic_path(topic: str) -> str:
+    """A topic's table, relative to the root."""
+    return f"{TOPICS}/{topic}"
