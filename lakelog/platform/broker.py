@@ -20,8 +20,10 @@ import pyarrow.compute as pc
 
 from lakelog.platform.writer import PendingProduce, TopicWriter
 from lakelog.platform.catalog import Catalog, TopicMeta
+from lakelog.platform.clock import now_ms
+from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.platform.log import Appended, PartitionState, TopicLog
+from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.partitioner import Partitioner
 from lakelog.platform.producer_state import ProducerStateManager
 from lakelog.platform.records import (
@@ -29,24 +31,23 @@ from lakelog.platform.records import (
     ProduceResult,
     ProducerBatch,
     Record,
+    Stamp,
     arrow_to_table,
     content_digest,
     record_sizes,
     records_to_table,
+    stamp,
     validate_records,
 )
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
-from lakelog.schemas import TOPIC_FILE_SCHEMA
 from lakelog.settings import Settings
 from lakelog.platform.layout import topic_path
 
 log = logging.getLogger(__name__)
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
-PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
-CONTENT_COLUMNS = ["key", "value", "headers"]
 
 
 def parse_acks(acks: Any) -> int:
@@ -75,32 +76,8 @@ class _OpenTopic:
         self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
         self.site_logs: dict[str, TopicLog] = {}
         self.partitioner = Partitioner(meta.config.partitioner)
-        self.producers = ProducerStateManager(self._producer_history)
-        self.appended = threading.Condition()
-        self.writer = TopicWriter(
-            self.log, settings.linger_ms, settings.batch_bytes,
-            lambda: self.meta.config.timestamp_type, self.producers, self._notify,
-        )
-
-    def _notify(self, _: Appended) -> None:
-        with self.appended:
-            self.appended.notify_all()
-
-    def _producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
-        """The producer's records in the log; with `content`, their keys, values and headers too."""
-        columns = PRODUCER_COLUMNS + CONTENT_COLUMNS if content else PRODUCER_COLUMNS
-        pieces = []
-        for partition in range(self.meta.partitions):
-            for segment in self.log.segments(partition):
-                if segment.may_hold_producer(producer_id):
-                    table = self.log.read_segment_table(segment, columns)
-                    table = table.filter(pc.equal(table.column("producer_id"), producer_id))
-                    pieces.append(table.append_column("partition", pa.array(
-                        np.full(table.num_rows, partition, dtype=np.int32))))
-        if not pieces:
-            schema = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in columns] + [("partition", pa.int32())])
-            return schema.empty_table()
-        return pa.concat_tables(pieces)
+        self.producers = ProducerStateManager(self.log.producer_history)
+        self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers)
 
     def close(self) -> None:
         self.writer.close()
@@ -251,11 +228,11 @@ class Broker:
                 producer = replace(producer, content_digest=content_digest(table))
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
-        timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
         replicate = acks_level == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
             self.replicas.ensure_in_sync(topic, opened.meta.config.min_insync_replicas)
-        pending = PendingProduce(table, partitions, time.monotonic() + timeout, producer)
+        pending = PendingProduce(table, partitions, self._deadline(timeout_ms), opened.meta.config.timestamp_type,
+                                 producer)
         future = opened.writer.submit(pending)
         if replicate:
             return self._after_replication(opened, future)
@@ -265,6 +242,9 @@ class Broker:
             done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
             return done
         return future
+
+    def _deadline(self, timeout_ms: int | None) -> Deadline:
+        return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
 
     def _after_replication(self, opened: _OpenTopic, committed: Future) -> Future:
         """acks=all: answered once the commit is on min.insync.replicas sites."""
@@ -301,13 +281,11 @@ class Broker:
         validate_records(table, opened.meta.config)
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
-        kind = opened.meta.config.timestamp_type
-        table = opened.writer.stamp(table, [PendingProduce(table, partitions, 0.0)], kind)
-        timeout = (timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms) / 1000
-        appended = opened.log.append(table, partitions, time.monotonic() + timeout, (app_id, version))
+        table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
+        appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
         if appended is None:
             return None
-        opened._notify(appended)
+        opened.writer.notify_committed()
         return ProduceResult(partitions, appended.offsets, table.column("timestamp").cast(pa.int64()).to_numpy(),
                              version=appended.version)
 
@@ -352,8 +330,8 @@ class Broker:
             enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
             if enough or remaining <= 0 or self._closed:
                 return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
-            with opened.appended:
-                opened.appended.wait(min(remaining, interval))
+            with opened.writer.committed:
+                opened.writer.committed.wait(min(remaining, interval))
 
     def _high_watermark(self, opened: _OpenTopic, topic_log: TopicLog, partition: int) -> int:
         """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.

@@ -26,18 +26,13 @@ from deltalake.transaction import AddAction, CommitProperties, PostCommitHookPro
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
-from lakelog.platform.errors import (
-    OffsetOutOfRange,
-    RequestTimedOut,
-    StorageUnavailable,
-    StorageWriteFailed,
-    TopicAlreadyExists,
-)
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.errors import OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
 from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.layout import topic_path
 from lakelog.platform.segment import read_offsets
-from lakelog.platform.storage import Storage, is_retriable
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
@@ -59,6 +54,8 @@ RETAINED_COMMITS = 100
 COMMIT_ID = "lakelog.commitId"
 WRITER_PROPERTIES = WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
 PARTITION_APP_PREFIX = "lakelog.partition."
+PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
+CONTENT_COLUMNS = ["key", "value", "headers"]
 
 
 def partition_app_id(partition: int) -> str:
@@ -196,7 +193,7 @@ class TopicLog:
 
     # ---- append -----------------------------------------------------------
 
-    def append(self, records: pa.Table, partitions: np.ndarray, deadline: float,
+    def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,
                app_transaction: tuple[str, int] | None = None) -> Appended | None:
         """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
 
@@ -237,7 +234,7 @@ class TopicLog:
                     # job deletes unreferenced files once they are older than any write in flight.
                     self.conflicts += 1
                     log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
-                    failure: tuple[type, str] = (RequestTimedOut, f"commit to {self.name!r} kept conflicting")
+                    failure = "its commits kept conflicting with other writers'"
                 except (DeltaError, OSError) as exc:
                     committed = self._committed_version(read_version, commit_id)
                     if committed is not None:
@@ -245,10 +242,10 @@ class TopicLog:
                     if not is_retriable(exc):
                         raise StorageWriteFailed(f"storage refused the commit to {self.name!r}: {exc}") from None
                     log.warning("storage error committing to %s: %s", self.name, exc)
-                    failure = (StorageUnavailable, f"storage unavailable for {self.name!r}: {exc}")
+                    failure = f"storage unavailable: {exc}"
                 else:
                     return self._landed(table, runs, bases, offsets, order, read_version, txns, None)
-            self._refresh_or_wait(deadline, *failure)
+            self._refresh_or_wait(deadline, failure)
 
     def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
                 offsets: np.ndarray, order: np.ndarray, read_version: int, txns: list[Transaction],
@@ -292,13 +289,13 @@ class TopicLog:
             log.exception("segment index of %s not rebuilt", self.name)
         return version
 
-    def _refresh_or_wait(self, deadline: float, error: type, message: str) -> None:
+    def _refresh_or_wait(self, deadline: Deadline, cause: str) -> None:
         try:
             self.refresh()
-        except (DeltaError, OSError):
+        except STORAGE_ERRORS:
             time.sleep(0.05)
-        if time.monotonic() >= deadline:
-            raise error(message)
+        if deadline.passed():
+            raise deadline.timed_out(f"no commit to {self.name!r} ({cause})")
 
     def _committed_version(self, read_version: int, commit_id: str) -> int | None:
         """After an ambiguous failure: the version our commit landed at, if it did (None otherwise)."""
@@ -442,6 +439,23 @@ class TopicLog:
             table = pq.read_table(source, columns=columns)
         wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
         return table if table.schema == wanted else table.cast(wanted)
+
+    def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        """A producer's records in the log (partition, offset, timestamp, producer_id, producer_epoch,
+        sequence; with `content` also key, value, headers), from the files whose statistics may hold it."""
+        columns = PRODUCER_COLUMNS + CONTENT_COLUMNS if content else PRODUCER_COLUMNS
+        with self._lock:
+            segments = [s for p in self._index.partitions.values() for s in p.files if s.may_hold_producer(producer_id)]
+        pieces = []
+        for segment in segments:
+            table = self.read_segment_table(segment, columns)
+            table = table.filter(pc.equal(table.column("producer_id"), producer_id))
+            pieces.append(table.append_column("partition", pa.array(
+                np.full(table.num_rows, segment.partition, dtype=np.int32))))
+        if not pieces:
+            schema = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in columns] + [("partition", pa.int32())])
+            return schema.empty_table()
+        return pa.concat_tables(pieces)
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`; None when there is none."""

@@ -15,7 +15,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -159,7 +158,3 @@ class ProducerStateManager:
 def _key_reused() -> IdempotencyKeyReused:
     return IdempotencyKeyReused("this Idempotency-Key was used before with different content (other records "
                                 "or another count); use a new key for new records")
-
-
-def sequences(batch: ProducerBatch, count: int) -> np.ndarray:
-    return np.arange(batch.base_sequence, batch.base_sequence + count, dtype=np.int32)

@@ -197,6 +197,43 @@ def arrow_to_table(batch: pa.Table) -> tuple[pa.Table, list[int | None] | None]:
     return _file_table(keys, values, headers, timestamps), explicit
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """What the writer sets on one call's rows at the flush: who produced them and how they are timed."""
+
+    rows: int
+    timestamp_type: TimestampType
+    producer: ProducerBatch | None = None
+
+
+def stamp(table: pa.Table, stamps: Sequence[Stamp], now_ms: int) -> pa.Table:
+    """Set timestamp types, LogAppendTime timestamps and the idempotent-producer columns of a flush, whose
+    rows are the calls of `stamps` one after the other; in bulk, by column name."""
+    kinds = np.repeat(np.array([int(s.timestamp_type) for s in stamps], dtype=np.int8), [s.rows for s in stamps])
+    table = _set(table, "timestamp_type", pa.array(kinds))
+    appended = kinds == int(TimestampType.LOG_APPEND_TIME)
+    if appended.any():
+        stamps_ms = np.where(appended, now_ms, table.column("timestamp").cast(pa.int64()).to_numpy())
+        table = _set(table, "timestamp", pa.array(stamps_ms).cast(TIMESTAMP_TYPE))
+    if any(s.producer is not None for s in stamps):
+        ids, epochs, sequences = [], [], []
+        for s in stamps:
+            p = s.producer
+            ids.append(pa.nulls(s.rows, pa.int64()) if p is None else pa.array(np.full(s.rows, p.producer_id)))
+            epochs.append(pa.nulls(s.rows, pa.int16()) if p is None
+                          else pa.array(np.full(s.rows, p.producer_epoch, dtype=np.int16)))
+            sequences.append(pa.nulls(s.rows, pa.int32()) if p is None else pa.array(
+                np.arange(p.base_sequence, p.base_sequence + s.rows, dtype=np.int32)))
+        table = _set(table, "producer_id", pa.chunked_array(ids, pa.int64()))
+        table = _set(table, "producer_epoch", pa.chunked_array(epochs, pa.int16()))
+        table = _set(table, "sequence", pa.chunked_array(sequences, pa.int32()))
+    return table
+
+
+def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), table.schema.field(name), column)
+
+
 def validate_records(table: pa.Table, config: TopicConfig, now_ms: int | None = None) -> None:
     """Every check a topic makes of the records it is given, in one place: sizes, then timestamps."""
     check_sizes(table, config.max_message_bytes)

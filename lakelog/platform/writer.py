@@ -15,20 +15,18 @@ import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 import pyarrow as pa
 
-from lakelog.platform.errors import BrokerClosed, LakelogError, RequestTimedOut, StorageUnavailable
+from lakelog.platform.clock import now_ms
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.errors import BrokerClosed, LakelogError
 from lakelog.platform.log import Appended, TopicLog
-from lakelog.platform.producer_state import ProducerStateManager, sequences
-from lakelog.platform.records import ProduceResult, ProducerBatch
+from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.records import ProduceResult, ProducerBatch, Stamp, stamp
 from lakelog.platform.topic_config import TimestampType
-from lakelog.schemas.tables import TIMESTAMP_TYPE
 
 log = logging.getLogger(__name__)
-DEADLINE_GRACE_S = 0.25  # past its deadline, a caller is answered even if the commit is still stuck
 
 
 def _fail(future: Future, error: BaseException) -> bool:
@@ -48,9 +46,12 @@ def _succeed(future: Future, result: object) -> None:
 
 @dataclass
 class PendingProduce:
+    """One produce call, validated and partitioned, waiting for the next flush."""
+
     table: pa.Table  # TOPIC_FILE_SCHEMA rows, offsets not yet assigned
     partitions: np.ndarray  # int32, one per row
-    deadline: float  # time.monotonic() seconds
+    deadline: Deadline
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
     producer: ProducerBatch | None = None
     future: Future = field(default_factory=Future)
 
@@ -58,23 +59,23 @@ class PendingProduce:
     def nbytes(self) -> int:
         return self.table.nbytes
 
+    @property
+    def stamp(self) -> Stamp:
+        return Stamp(self.table.num_rows, self.timestamp_type, self.producer)
+
 
 class TopicWriter:
-    def __init__(
-        self,
-        topic_log: TopicLog,
-        linger_ms: int,
-        batch_bytes: int,
-        timestamp_type: Callable[[], TimestampType],
-        producers: ProducerStateManager,
-        on_commit: Callable[[Appended], None] | None = None,
-    ) -> None:
+    """The one writer of a topic on this node: group commit on a flush thread, one commit in flight.
+
+    `committed` is notified after every commit, so long polls wake when records arrive."""
+
+    def __init__(self, topic_log: TopicLog, linger_ms: int, batch_bytes: int,
+                 producers: ProducerStateManager) -> None:
         self.log = topic_log
         self.linger_s = linger_ms / 1000
         self.batch_bytes = batch_bytes
-        self._timestamp_type = timestamp_type
         self.producers = producers
-        self._on_commit = on_commit
+        self.committed = threading.Condition()
         self._pending: deque[PendingProduce] = deque()
         self._pending_bytes = 0
         self._cond = threading.Condition()
@@ -103,10 +104,14 @@ class TopicWriter:
             waiting = list(self._pending) + list(self._inflight)
         expired = 0
         for pending in waiting:
-            if now > pending.deadline + DEADLINE_GRACE_S and _fail(pending.future, StorageUnavailable(
-                    f"no commit to {self.log.name!r} within the request deadline; storage may be unavailable")):
+            if pending.deadline.passed(now) and _fail(
+                    pending.future, pending.deadline.timed_out(f"no commit to {self.log.name!r}")):
                 expired += 1
         return expired
+
+    def notify_committed(self) -> None:
+        with self.committed:
+            self.committed.notify_all()
 
     def drain(self) -> None:
         """Wait until every call submitted so far is answered."""
@@ -163,8 +168,8 @@ class TopicWriter:
             return
         table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
         partitions = np.concatenate([p.partitions for p in accepted])
-        table = self.stamp(table, accepted, self._timestamp_type())
-        deadline = min(p.deadline for p in accepted)
+        table = stamp(table, [p.stamp for p in accepted], now_ms())
+        deadline = Deadline.earliest([p.deadline for p in accepted])
         try:
             appended = self.log.append(table, partitions, deadline)
             assert appended is not None
@@ -192,11 +197,7 @@ class TopicWriter:
                     self.producers.forget(pending.producer.producer_id)
             _succeed(pending.future, result)
             start = end
-        if self._on_commit is not None:
-            try:
-                self._on_commit(appended)
-            except Exception:
-                log.exception("commit notification of %s failed", self.log.name)
+        self.notify_committed()
 
     def _admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
         """Drop expired calls, answer retried idempotent batches, fence stale producers."""
@@ -206,8 +207,8 @@ class TopicWriter:
         for pending in batch:
             if pending.future.done():
                 continue
-            if now > pending.deadline:
-                _fail(pending.future, RequestTimedOut("the produce deadline passed before the flush"))
+            if pending.deadline.passed(now):
+                _fail(pending.future, pending.deadline.timed_out("the flush did not start", written=False))
                 continue
             producer = pending.producer
             if producer is None:
@@ -225,28 +226,3 @@ class TopicWriter:
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)
         return accepted
-
-    @staticmethod
-    def stamp(table: pa.Table, accepted: list[PendingProduce], kind: TimestampType) -> pa.Table:
-        """Set timestamp type, LogAppendTime, and the producer columns."""
-        n = table.num_rows
-        table = table.set_column(2, "timestamp_type", pa.array(np.full(n, int(kind), dtype=np.int8)))
-        if kind == TimestampType.LOG_APPEND_TIME:
-            now = int(time.time() * 1000)
-            table = table.set_column(1, "timestamp", pa.array(np.full(n, now, dtype=np.int64)).cast(TIMESTAMP_TYPE))
-        if any(p.producer is not None for p in accepted):
-            ids, epochs, seqs = [], [], []
-            for p in accepted:
-                rows = p.table.num_rows
-                if p.producer is None:
-                    ids.append(pa.nulls(rows, pa.int64()))
-                    epochs.append(pa.nulls(rows, pa.int16()))
-                    seqs.append(pa.nulls(rows, pa.int32()))
-                else:
-                    ids.append(pa.array(np.full(rows, p.producer.producer_id, dtype=np.int64)))
-                    epochs.append(pa.array(np.full(rows, p.producer.producer_epoch, dtype=np.int16)))
-                    seqs.append(pa.array(sequences(p.producer, rows)))
-            table = table.set_column(6, "producer_id", pa.chunked_array(ids, pa.int64()))
-            table = table.set_column(7, "producer_epoch", pa.chunked_array(epochs, pa.int16()))
-            table = table.set_column(8, "sequence", pa.chunked_array(seqs, pa.int32()))
-        return table

@@ -1,0 +1,144 @@
+"""writer.TopicWriter over a fake log: group commit, answers per caller, deadlines, failures (no storage)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.errors import RequestTimedOut, StorageUnavailable
+from lakelog.platform.log import Appended
+from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.records import ProducerBatch, Record, records_to_table
+from lakelog.platform.topic_config import TimestampType
+from lakelog.platform.writer import PendingProduce, TopicWriter
+
+
+class FakeLog:
+    """Assigns dense offsets per partition in memory; can be made to fail or to hang."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.ends: dict[int, int] = {}
+        self.appends: list[pa.Table] = []
+        self.fail: Exception | None = None
+        self.release = threading.Event()
+        self.release.set()
+
+    def append(self, table: pa.Table, partitions: np.ndarray, deadline: Deadline) -> Appended:
+        self.release.wait()
+        if self.fail is not None:
+            raise self.fail
+        self.appends.append(table)
+        offsets = np.empty(len(partitions), dtype=np.int64)
+        for i, p in enumerate(partitions.tolist()):
+            offsets[i] = self.ends.get(p, 0)
+            self.ends[p] = offsets[i] + 1
+        return Appended(offsets, len(self.appends))
+
+    def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        return pa.table({"producer_epoch": pa.array([], pa.int16()), "sequence": pa.array([], pa.int32())})
+
+
+def pending(*values: bytes, partition: int = 0, ms: int = 5_000, producer: ProducerBatch | None = None,
+            kind: TimestampType = TimestampType.CREATE_TIME) -> PendingProduce:
+    table = records_to_table([Record(v) for v in values])[0]
+    return PendingProduce(table, np.full(len(values), partition, dtype=np.int32), Deadline.after_ms(ms), kind,
+                          producer)
+
+
+@pytest.fixture
+def fake() -> FakeLog:
+    return FakeLog()
+
+
+@pytest.fixture
+def writer(fake: FakeLog):
+    w = TopicWriter(fake, linger_ms=30, batch_bytes=1 << 30, producers=ProducerStateManager(fake.producer_history))
+    yield w
+    fake.release.set()
+    w.close()
+
+
+def test_calls_within_the_linger_share_one_commit_and_get_their_own_offsets(writer: TopicWriter,
+                                                                             fake: FakeLog) -> None:
+    futures = [writer.submit(pending(b"a", b"b")), writer.submit(pending(b"c", partition=1)),
+               writer.submit(pending(b"d"))]
+    results = [f.result(5) for f in futures]
+    assert len(fake.appends) == 1
+    assert [r.offsets.tolist() for r in results] == [[0, 1], [0], [2]]
+    assert [r.partitions.tolist() for r in results] == [[0, 0], [1], [0]]
+
+
+def test_log_append_time_is_stamped_per_call(writer: TopicWriter, fake: FakeLog) -> None:
+    writer.submit(pending(b"x", kind=TimestampType.LOG_APPEND_TIME)).result(5)
+    assert fake.appends[0].column("timestamp_type").to_pylist() == [1]
+
+
+def test_producer_columns_are_stamped_with_sequences(writer: TopicWriter, fake: FakeLog) -> None:
+    writer.submit(pending(b"a", b"b", producer=ProducerBatch(7, 2, 10))).result(5)
+    table = fake.appends[0]
+    assert table.column("producer_id").to_pylist() == [7, 7]
+    assert table.column("producer_epoch").to_pylist() == [2, 2]
+    assert table.column("sequence").to_pylist() == [10, 11]
+
+
+def test_a_retried_batch_gets_the_original_answer_without_a_commit(writer: TopicWriter, fake: FakeLog) -> None:
+    first = writer.submit(pending(b"a", producer=ProducerBatch(1, 0, 0))).result(5)
+    again = writer.submit(pending(b"a", producer=ProducerBatch(1, 0, 0))).result(5)
+    assert again.duplicate and again.offsets.tolist() == first.offsets.tolist()
+    assert len(fake.appends) == 1
+
+
+def test_an_append_error_fails_every_caller_of_the_flush(writer: TopicWriter, fake: FakeLog) -> None:
+    fake.fail = StorageUnavailable("down")
+    futures = [writer.submit(pending(b"a")), writer.submit(pending(b"b"))]
+    for future in futures:
+        with pytest.raises(StorageUnavailable):
+            future.result(5)
+
+
+def test_a_failing_producer_record_still_answers_with_offsets(writer: TopicWriter, fake: FakeLog,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("bookkeeping bug")
+
+    monkeypatch.setattr(writer.producers, "record", broken)
+    result = writer.submit(pending(b"a", producer=ProducerBatch(3, 0, 0))).result(5)
+    assert result.offsets.tolist() == [0]
+
+
+def test_a_call_past_its_deadline_is_not_written(writer: TopicWriter, fake: FakeLog) -> None:
+    with pytest.raises(RequestTimedOut, match="nothing was written"):
+        writer.submit(pending(b"late", ms=-1)).result(5)
+    assert fake.appends == []
+
+
+def test_a_stuck_commit_is_answered_at_the_deadline(writer: TopicWriter, fake: FakeLog) -> None:
+    fake.release.clear()  # the storage call hangs
+    future = writer.submit(pending(b"a", ms=50))
+    time.sleep(0.2)
+    assert writer.expire(time.monotonic()) == 1
+    with pytest.raises(RequestTimedOut, match="outcome is unknown"):
+        future.result(1)
+
+
+def test_the_commit_notification_wakes_waiters(writer: TopicWriter) -> None:
+    woke = threading.Event()
+
+    def wait() -> None:
+        with writer.committed:
+            if writer.committed.wait(5):
+                woke.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.05)
+    writer.submit(pending(b"a")).result(5)
+    waiter.join(5)
+    assert woke.is_set()
