@@ -77,7 +77,8 @@ class _OpenTopic:
         self.site_logs: dict[str, TopicLog] = {}
         self.partitioner = Partitioner(meta.config.partitioner)
         self.producers = ProducerStateManager(self.log.producer_history)
-        self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers)
+        self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers,
+                                  broker.committed)
 
     def close(self) -> None:
         self.writer.close()
@@ -96,6 +97,7 @@ class Broker:
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage)
         self._topics: dict[str, _OpenTopic] = {}
+        self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
         self._lock = threading.RLock()
         self._closed = False
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
@@ -332,6 +334,11 @@ class Broker:
                 return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
             with opened.writer.committed:
                 opened.writer.committed.wait(min(remaining, interval))
+
+    def wait_for_commit(self, timeout_s: float) -> None:
+        """Block until a topic of this node commits, or `timeout_s` passes (long polls over many topics)."""
+        with self.committed:
+            self.committed.wait(max(timeout_s, 0))
 
     def _high_watermark(self, opened: _OpenTopic, topic_log: TopicLog, partition: int) -> int:
         """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.

@@ -67,15 +67,16 @@ class PendingProduce:
 class TopicWriter:
     """The one writer of a topic on this node: group commit on a flush thread, one commit in flight.
 
-    `committed` is notified after every commit, so long polls wake when records arrive."""
+    `committed` is notified after every commit, so long polls wake when records arrive; a node passes
+    one condition to all its writers, so a group poll over many topics waits on one."""
 
     def __init__(self, topic_log: TopicLog, linger_ms: int, batch_bytes: int,
-                 producers: ProducerStateManager) -> None:
+                 producers: ProducerStateManager, committed: threading.Condition | None = None) -> None:
         self.log = topic_log
         self.linger_s = linger_ms / 1000
         self.batch_bytes = batch_bytes
         self.producers = producers
-        self.committed = threading.Condition()
+        self.committed = committed or threading.Condition()
         self._pending: deque[PendingProduce] = deque()
         self._pending_bytes = 0
         self._cond = threading.Condition()

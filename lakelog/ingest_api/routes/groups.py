@@ -112,7 +112,7 @@ async def poll(
 @router.delete("/{group}/members/{member}", status_code=204, summary="Leave the group")
 async def leave(group: GroupId, member: MemberId, services: Svc, principal: Principal) -> Response:
     services.authorizer.check(principal, "read", "group", group)
-    services.coordinator.leave(group, member)
+    await blocking(services.coordinator.leave, group, member)  # reads the catalog: off the event loop
     return Response(status_code=204)
 
 

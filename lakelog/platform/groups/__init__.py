@@ -5,7 +5,8 @@ Imports no HTTP framework: the ingest tier translates requests into calls on
 """
 
 from lakelog.platform.groups.assignors import ASSIGNORS
-from lakelog.platform.groups.coordinator import GroupCoordinator, GroupView, Heartbeat, JoinOptions, MemberView, Poll
+from lakelog.platform.groups.coordinator import GroupCoordinator, GroupView, MemberView, Poll
+from lakelog.platform.groups.membership import Heartbeat, JoinOptions
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetStore
 
 __all__ = ["ASSIGNORS", "CommittedOffset", "GroupCoordinator", "GroupView", "Heartbeat", "JoinOptions",

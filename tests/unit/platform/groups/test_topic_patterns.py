@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.platform.errors import InvalidRequest
-from lakelog.platform.groups.coordinator import MAX_PATTERN_CHARS, compile_topic_pattern
+from lakelog.platform.groups.membership import MAX_PATTERN_CHARS, compile_topic_pattern
 
 
 def test_a_catastrophic_pattern_matches_in_linear_time() -> None:

@@ -1,0 +1,107 @@
+"""Consumer positions: where a member reads next, fair fetching across its partitions, and auto-commit.
+
+A poll reads every assigned partition in turn, each getting a share of `max_records`, starting one
+partition further each time: no partition is read to exhaustion before the next (Kafka's greedy
+consumer pitfall). A partition without a position starts at the group's committed offset, or where
+`auto.offset.reset` says when there is none or it is out of range.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from lakelog.platform.errors import OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.groups.errors import NoOffsetForPartition
+from lakelog.platform.groups.membership import Group, Member
+from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
+from lakelog.platform.records import FetchResult, TopicPartition
+
+Plan = list[tuple[TopicPartition, int]]  # (topic-partition, position) in the order to read them
+
+
+class Log(Protocol):
+    """What positions need of the broker."""
+
+    def fetch(self, topic: str, partition: int, offset: int, max_records: int = 500, max_bytes: int | None = None,
+              timeout_ms: int = 0) -> FetchResult: ...
+
+    def check_offset(self, topic: str, partition: int, offset: int) -> None: ...
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int: ...
+
+
+def rotated(plan: Plan, cursor: int) -> Plan:
+    """The plan starting at `cursor`: each poll starts one partition further."""
+    if not plan:
+        return []
+    at = cursor % len(plan)
+    return plan[at:] + plan[:at]
+
+
+def shares(count: int, max_records: int) -> int:
+    """Each partition's share of a poll's records (at least one)."""
+    return max(-(-max_records // count), 1) if count else 0
+
+
+def initial_position(log: Log, tp: TopicPartition, committed: CommittedOffset | None, reset: str) -> int:
+    if committed is not None:
+        try:
+            log.check_offset(tp[0], tp[1], committed.offset)
+            return committed.offset
+        except OffsetOutOfRange:
+            if reset == "none":
+                raise NoOffsetForPartition(
+                    f"committed offset {committed.offset} of {tp[0]}-{tp[1]} is out of range and "
+                    "auto.offset.reset is none") from None
+    elif reset == "none":
+        raise NoOffsetForPartition(f"no committed offset for {tp[0]}-{tp[1]} and auto.offset.reset is none")
+    return log.list_offset(tp[0], tp[1], reset)
+
+
+def fetch_fairly(log: Log, plan: Plan, max_records: int,
+                 max_bytes: int | None) -> tuple[list[FetchResult], list[TopicPartition]]:
+    """Read each partition of the plan up to its share; answers the results and the partitions whose
+    position fell below the log start (retention passed it: `auto.offset.reset` applies)."""
+    share = shares(len(plan), max_records)
+    budget, bytes_left = max_records, max_bytes
+    results: list[FetchResult] = []
+    out_of_range: list[TopicPartition] = []
+    for (topic, partition), offset in plan:
+        if budget <= 0 or (bytes_left is not None and bytes_left <= 0):
+            break
+        try:
+            result = log.fetch(topic, partition, offset, min(share, budget), bytes_left, 0)
+        except OffsetOutOfRange:
+            out_of_range.append((topic, partition))
+            continue
+        except UnknownTopicOrPartition:
+            continue  # the topic was deleted: the next metadata check rebalances
+        if result.records.num_rows:
+            results.append(result)
+            budget -= result.records.num_rows
+            if bytes_left is not None:
+                bytes_left -= result.records.nbytes
+    return results, out_of_range
+
+
+def advance(member: Member, results: list[FetchResult]) -> list[FetchResult]:
+    """Move the member's positions past what it was given; drop results for partitions it lost meanwhile
+    or that another poll already delivered."""
+    kept = []
+    for result in results:
+        tp = (result.topic, result.partition)
+        if tp in member.assignment and result.next_offset is not None:
+            first = int(result.records.column("offset")[0].as_py())
+            if member.positions.get(tp, first) <= first:
+                member.positions[tp] = result.next_offset
+                kept.append(result)
+    return kept
+
+
+def auto_commit_rows(group: Group, member: Member) -> list[OffsetRow]:
+    """enable.auto.commit: the positions reached by the previous polls that are not committed yet."""
+    if not member.options.enable_auto_commit:
+        return []
+    due = {tp: o for tp, o in member.positions.items() if tp in member.assignment and
+           (group.committed.get(tp) is None or group.committed[tp].offset != o)}
+    return [OffsetRow(group.group_id, t, p, o, None, group.generation) for (t, p), o in due.items()]

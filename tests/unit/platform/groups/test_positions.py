@@ -1,0 +1,69 @@
+"""groups.positions: fair fetching across partitions, positions, auto-commit (over a fake log)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lakelog.platform.errors import OffsetOutOfRange
+from lakelog.platform.groups.membership import Group, JoinOptions, Member
+from lakelog.platform.groups.offsets import CommittedOffset
+from lakelog.platform.groups.positions import advance, auto_commit_rows, fetch_fairly, rotated
+from lakelog.platform.records import FetchResult
+from lakelog.schemas import TOPIC_SCHEMA
+
+
+class FakeLog:
+    """Partition p holds offsets 0..ends[p]-1; offsets below `starts` are gone."""
+
+    def __init__(self, ends: dict[int, int], starts: dict[int, int] | None = None) -> None:
+        self.ends, self.starts = ends, starts or {}
+
+    def fetch(self, topic, partition, offset, max_records=500, max_bytes=None, timeout_ms=0) -> FetchResult:
+        if offset < self.starts.get(partition, 0):
+            raise OffsetOutOfRange("gone", self.starts[partition], self.ends[partition])
+        offsets = list(range(offset, min(offset + max_records, self.ends[partition])))
+        table = TOPIC_SCHEMA.empty_table() if not offsets else pa.Table.from_pylist(
+            [{"partition": partition, "offset": o, "timestamp": 0, "timestamp_type": 0, "key": None,
+              "value": b"v", "headers": None} for o in offsets], schema=TOPIC_SCHEMA)
+        return FetchResult(topic, partition, table, 0, self.ends[partition])
+
+
+def test_each_partition_gets_a_share_none_is_read_to_exhaustion() -> None:
+    plan = [(("t", 0), 0), (("t", 1), 0), (("t", 2), 0)]
+    results, gone = fetch_fairly(FakeLog({0: 1000, 1: 1000, 2: 1000}), plan, max_records=9, max_bytes=None)
+    assert [(r.partition, r.records.num_rows) for r in results] == [(0, 3), (1, 3), (2, 3)] and gone == []
+
+
+def test_an_idle_partition_leaves_its_share_to_the_next() -> None:
+    plan = [(("t", 0), 0), (("t", 1), 0)]
+    results, _ = fetch_fairly(FakeLog({0: 0, 1: 100}), plan, max_records=10, max_bytes=None)
+    assert [(r.partition, r.records.num_rows) for r in results] == [(1, 5)]
+
+
+def test_positions_below_the_log_start_are_reported() -> None:
+    results, gone = fetch_fairly(FakeLog({0: 10}, {0: 5}), [(("t", 0), 2)], 10, None)
+    assert results == [] and gone == [("t", 0)]
+
+
+def test_rotation_starts_one_further_each_poll() -> None:
+    plan = [(("t", 0), 0), (("t", 1), 0), (("t", 2), 0)]
+    assert [tp[1] for tp, _ in rotated(plan, 1)] == [1, 2, 0] and rotated([], 3) == []
+
+
+def test_advance_moves_positions_and_drops_lost_partitions() -> None:
+    member = Member("m", JoinOptions(topics=("t",)), None, 0.0, 0.0, assignment={("t", 0)})
+    log = FakeLog({0: 10, 1: 10})
+    kept = advance(member, [log.fetch("t", 0, 0, 4), log.fetch("t", 1, 0, 4)])
+    assert [r.partition for r in kept] == [0] and member.positions == {("t", 0): 4}
+    assert advance(member, [log.fetch("t", 0, 0, 4)]) == []  # already delivered
+
+
+def test_auto_commit_commits_what_moved() -> None:
+    member = Member("m", JoinOptions(topics=("t",)), None, 0.0, 0.0, assignment={("t", 0), ("t", 1)},
+                    positions={("t", 0): 7, ("t", 1): 3})
+    group = Group("g", generation=4, committed={("t", 1): CommittedOffset(3, None, 0)})
+    rows = auto_commit_rows(group, member)
+    assert [(r.topic, r.partition, r.offset, r.generation) for r in rows] == [("t", 0, 7, 4)]
+    off = Member("m", JoinOptions(topics=("t",), enable_auto_commit=False), None, 0.0, 0.0,
+                 assignment={("t", 0)}, positions={("t", 0): 7})
+    assert auto_commit_rows(group, off) == []
