@@ -198,17 +198,16 @@ def refuse_kafka_options(opts: Mapping[str, str], refused: Mapping[str, str]) ->
 
 def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
     """A batch query reads a fixed range: it cannot start at the end or end at the start (Kafka's rule)."""
-    if starting.kind == "latest":
-        raise InvalidConfig(f"option {starting.option!r} cannot be latest for batch queries")
-    if starting.kind == "offsets":
-        for topic, partition in _partitions_with(starting, LATEST):
-            raise InvalidConfig(f"option {starting.option!r} for {topic}-{partition} cannot be -1 (latest) "
-                                "for batch queries")
-    if ending.kind == "earliest":
-        raise InvalidConfig(f"option {ending.option!r} cannot be earliest for batch queries")
-    if ending.kind == "offsets":
-        for topic, partition in _partitions_with(ending, EARLIEST):
-            raise InvalidConfig(f"option {ending.option!r} for {topic}-{partition} cannot be -2 (earliest) "
+    _refuse_in_batch(starting, "latest", LATEST)
+    _refuse_in_batch(ending, "earliest", EARLIEST)
+
+
+def _refuse_in_batch(spec: OffsetSpec, word: str, value: int) -> None:
+    if spec.kind == word:
+        raise InvalidConfig(f"option {spec.option!r} cannot be {word} for batch queries")
+    if spec.kind == "offsets":  # not "timestamps": there the JSON values are times, not offsets
+        for topic, partition in _partitions_with(spec, value):
+            raise InvalidConfig(f"option {spec.option!r} for {topic}-{partition} cannot be {value} ({word}) "
                                 "for batch queries")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.platform import Record
-from tests.spark.conftest import all_records, spark_rows
+from tests.spark.conftest import all_records, read, spark_rows
 
 BASE_TS = 1_700_000_000_000
 PER_PARTITION = 20
@@ -28,13 +28,6 @@ def orders(broker):
         broker.produce("orders", [Record(f"p{p}-{i}".encode(), partition=p, timestamp_ms=BASE_TS + i * 1000)
                                   for p in range(2)])
     return broker
-
-
-def read(spark, root, **options):
-    reader = spark.read.format("lakelog").option("lakelog.root", root)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def first_at_or_after(records, partition: int, ts: int) -> int:
