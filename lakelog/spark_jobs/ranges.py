@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from lakelog.platform import Broker
-from lakelog.platform.errors import OffsetOutOfRange
+from lakelog.platform.errors import InvalidConfig, OffsetOutOfRange
 from lakelog.platform.index import SegmentFile
 from lakelog.spark_jobs.options import TopicPartition
 
@@ -60,8 +60,19 @@ def check_data_loss(topic: str, partition: int, start: int, log_start: int, log_
     return log_start
 
 
+def check_start_not_after_end(starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+                              starting_option: str, ending_option: str) -> None:
+    """A batch range that starts after it ends is a wrong option, not an empty result (Kafka fails too)."""
+    for (topic, partition), end in sorted(ends.items()):
+        start = starts.get((topic, partition))
+        if start is not None and start > end:
+            raise InvalidConfig(f"the starting offset {start} of {topic}-{partition} (option {starting_option!r}) "
+                                f"is after its ending offset {end} (option {ending_option!r})")
+
+
 def plan_ranges(broker: Broker, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
-                fail_on_data_loss: bool, min_partitions: int | None = None) -> list[OffsetRange]:
+                fail_on_data_loss: bool, min_partitions: int | None = None,
+                max_records_per_partition: int | None = None) -> list[OffsetRange]:
     ranges = []
     for (topic, partition), end in sorted(ends.items()):
         topic_log = broker.topic_log(topic)
@@ -72,7 +83,7 @@ def plan_ranges(broker: Broker, starts: dict[TopicPartition, int], ends: dict[To
             continue
         files = _files(topic_log.segments(partition), start, end)
         ranges.append(OffsetRange(topic, partition, start, end, topic_log.uri, files))
-    return split_ranges(ranges, min_partitions)
+    return split_ranges(ranges, min_partitions, max_records_per_partition)
 
 
 def _files(segments: list[SegmentFile], start: int, end: int) -> tuple[FileRef, ...]:
@@ -80,17 +91,24 @@ def _files(segments: list[SegmentFile], start: int, end: int) -> tuple[FileRef, 
                  if s.max_offset >= start and s.min_offset < end)
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split large ranges so there are at least `min_partitions` tasks (as Kafka's range calculator)."""
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """Split ranges as Kafka's range calculator: first into pieces of at most `max_records_per_partition`,
+    then, when there are still fewer than `min_partitions` tasks, the large ones in proportion to their size."""
+    if max_records_per_partition:
+        ranges = [piece for r in ranges for piece in _split(r, math.ceil(r.size / max_records_per_partition))]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    out: list[OffsetRange] = []
-    for r in ranges:
-        parts = max(1, min(r.size, math.ceil(r.size / total * min_partitions)))
-        step = r.size / parts
-        bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
-        for lo, hi in zip(bounds, bounds[1:]):
-            out.append(replace(r, start=lo, end=hi, files=tuple(f for f in r.files
-                                                                if f.max_offset >= lo and f.min_offset < hi)))
-    return out
+    return [piece for r in ranges
+            for piece in _split(r, max(1, min(r.size, math.ceil(r.size / total * min_partitions))))]
+
+
+def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` cut into `parts` ranges of (nearly) equal size, each with only the files it reads."""
+    if parts <= 1:
+        return [r]
+    step = r.size / parts
+    bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
+    return [replace(r, start=lo, end=hi, files=tuple(f for f in r.files if f.max_offset >= lo and f.min_offset < hi))
+            for lo, hi in zip(bounds, bounds[1:])]

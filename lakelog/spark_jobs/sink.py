@@ -12,13 +12,15 @@ file written before the commit would have to be rewritten whenever another
 producer moved the log end meanwhile. Staging keeps the executors' work
 (conversion, partitioning input) in parallel and the commit dense and unique;
 `append_exactly_once` refuses a batch id the table already holds, so a batch
-replayed after a crash is not written twice. The query id comes from the
-checkpoint (`<checkpointLocation>/metadata`), so it survives restarts.
+replayed after a crash is not written twice. The query id is the one Spark
+keeps in the checkpoint (so it survives restarts); the write tasks read it from
+the `sql.streaming.queryId` property Spark gives every task of a micro-batch,
+which works whether the checkpoint comes from the `checkpointLocation` option
+or from the session's `spark.sql.streaming.checkpointLocation`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections import defaultdict
@@ -34,6 +36,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from lakelog.platform.errors import InvalidConfig, InvalidRecord
 from lakelog.schemas import HEADERS_TYPE
 from lakelog.spark_jobs.connection import Connection
+from lakelog.spark_jobs.options import SINK_REFUSED_KAFKA_OPTIONS, refuse_kafka_options
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,10 @@ class StagedFile:
 @dataclass
 class SinkMessage(WriterCommitMessage):
     files: list[StagedFile]
+    query_id: str | None = None  # the streaming query's id, for the exactly-once commit
+
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # set by Spark on every task of a streaming query
 
 
 def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
@@ -75,7 +82,8 @@ class _SinkBase(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         if overwrite:
-            raise InvalidConfig("the lakelog sink only appends: a log is never overwritten")
+            raise InvalidConfig("the lakelog sink only appends: a log is never overwritten; use .mode(\"append\")")
+        refuse_kafka_options(opts, SINK_REFUSED_KAFKA_OPTIONS)
         self.connection = Connection.from_options(opts)
         self.topic_option = opts.get("topic")
         check_sink_schema(schema, self.topic_option)
@@ -84,6 +92,7 @@ class _SinkBase(DataSourceArrowWriter):
     # ---- executors ----------------------------------------------------------
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkMessage:
+        query_id = self._task_query_id()  # before staging anything: a refusal leaves no files behind
         storage = self.connection.storage()
         by_topic: dict[str, list[pa.Table]] = defaultdict(list)
         for batch in iterator:
@@ -97,7 +106,10 @@ class _SinkBase(DataSourceArrowWriter):
             with storage.arrow_fs.open_output_stream(storage.fs_path(uri)) as out:
                 pq.write_table(table, out, compression="snappy")
             staged.append(StagedFile(topic, uri, table.num_rows))
-        return SinkMessage(staged)
+        return SinkMessage(staged, query_id)
+
+    def _task_query_id(self) -> str | None:
+        return None
 
     def _split(self, table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         rows = _sink_columns(table)
@@ -143,18 +155,23 @@ class LakelogBatchWriter(_SinkBase):
 
 
 class LakelogStreamWriter(_SinkBase, DataSourceStreamWriter):
-    def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        super().__init__(options, schema, overwrite)
-        if not self.options.get("checkpointlocation"):
-            raise InvalidConfig("the lakelog sink needs the checkpointLocation option: the query id stored there "
-                                "makes each micro-batch commit exactly once")
+    """Spark refuses a streaming query without a checkpoint (option or session setting) before the sink runs."""
 
-    def app_id(self) -> str:
-        return f"lakelog.sink.{query_id(self.connection, self.options['checkpointlocation'])}"
+    def _task_query_id(self) -> str | None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        found = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+        if not found:
+            raise InvalidConfig(f"the lakelog sink found no streaming query id ({QUERY_ID_PROPERTY}) in its task: "
+                                "it commits exactly once per query and batch, so it only runs in streaming queries")
+        return found
 
     def commit(self, messages: list, batchId: int) -> None:  # noqa: N803 (Spark's name)
+        if not any(m is not None and m.files for m in messages):
+            return  # an empty micro-batch: nothing staged, nothing to commit
+        app_id = f"lakelog.sink.{sink_query_id(messages)}"
         tables = self._staged_by_topic(messages)
-        app_id = self.app_id()
         broker = self.connection.broker()
         try:
             for topic, table in sorted(tables.items()):
@@ -168,17 +185,13 @@ class LakelogStreamWriter(_SinkBase, DataSourceStreamWriter):
         self._delete_staged(messages)
 
 
-def query_id(connection: Connection, checkpoint: str) -> str:
-    """The streaming query's id, stable across restarts: Spark keeps it in the checkpoint's metadata file."""
-    path = checkpoint.rstrip("/") + "/metadata"
-    if path.startswith(("s3://", "s3a://")):
-        fs, path = connection.storage().fsspec, path.split("://", 1)[1]
-    else:
-        import fsspec
-
-        fs, path = fsspec.filesystem("file"), path.removeprefix("file:")
-    with fs.open(path, "r") as f:
-        return str(json.loads(f.read().splitlines()[0])["id"])
+def sink_query_id(messages: list) -> str:
+    """The one query id the tasks of a micro-batch report (Spark's id, kept in the checkpoint)."""
+    ids = {m.query_id for m in messages if m is not None and m.files}
+    if len(ids) != 1 or None in ids:
+        raise InvalidConfig(f"the tasks of one micro-batch reported streaming query ids {sorted(map(str, ids))}; "
+                            "expected exactly one")
+    return str(ids.pop())
 
 
 def _sink_columns(table: pa.Table) -> pa.Table:

@@ -10,6 +10,8 @@ Spark 4.0 has no filter pushdown for Python sources, so the offset options
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -25,7 +27,7 @@ from pyspark.sql.types import StructType
 
 from lakelog.platform import Broker
 from lakelog.spark_jobs.options import SourceOptions, TopicPartition
-from lakelog.spark_jobs.ranges import OffsetRange, plan_ranges
+from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
 from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, read_range
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,9 @@ class LakelogBatchReader(DataSourceReader):
             tps = self.options.subscription.resolve(broker)
             starts = self.options.starting.resolve(broker, tps, "earliest")
             ends = self.options.ending.resolve(broker, tps, "latest")
-            ranges = plan_ranges(broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions)
+            check_start_not_after_end(starts, ends, self.options.starting.option, self.options.ending.option)
+            ranges = plan_ranges(broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
+                                 self.options.max_records_per_partition)
         finally:
             broker.close()
         return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
@@ -104,14 +108,21 @@ class LakelogStreamReader(DataSourceStreamReader):
     """Streaming offsets are Kafka's JSON: {"topic": {"0": next offset, ...}}.
 
     Spark 4.0's Python API has no admission control (`latestOffset` gets no
-    start), so `maxOffsetsPerTrigger` is applied from the position this reader
-    last planned; on a fresh query that is the starting offsets.
+    start), so `maxOffsetsPerTrigger` and `minOffsetsPerTrigger` are applied
+    from the position this reader last planned: the starting offsets on a fresh
+    query; after a restart Spark hands the checkpointed position over through
+    `partitions(end, end)` (AcceptsLatestSeenOffset) before it asks for offsets.
+    Spark 4.0 also gives a Python source no way to see its trigger, and runs
+    Trigger.AvailableNow as one batch for it (see the README).
     """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._broker: Broker | None = None
         self._position: dict[TopicPartition, int] | None = None
+        self._initial: dict[TopicPartition, int] | None = None
+        self._gate = (BatchGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
+                      if options.min_offsets_per_trigger is not None else None)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_broker": None}  # a broker holds threads: never shipped to executors
@@ -122,31 +133,38 @@ class LakelogStreamReader(DataSourceStreamReader):
             self._broker = self.options.connection.broker()
         return self._broker
 
-    def _starting_positions(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return self.options.starting.resolve(self.broker, tps, "latest")
+    def _starting_positions(self) -> dict[TopicPartition, int]:
+        """Resolved once per run: Spark asks for the latest offset before the initial one on a fresh query,
+        and `latest` or a timestamp resolved twice could disagree."""
+        if self._initial is None:
+            tps = self.options.subscription.resolve(self.broker)
+            self._initial = self.options.starting.resolve(self.broker, tps, "latest")
+        return dict(self._initial)
 
     def initialOffset(self) -> dict:
-        tps = self.options.subscription.resolve(self.broker)
-        return offsets_json(self._starting_positions(tps))
+        return offsets_json(self._starting_positions())
 
     def latestOffset(self) -> dict:
         tps = self.options.subscription.resolve(self.broker)
         ends = {tp: self.broker.list_offset(tp[0], tp[1], "latest") for tp in tps}
         limit = self.options.max_offsets_per_trigger
-        if limit is None:
+        if limit is None and self._gate is None:
             return offsets_json(ends)
-        base = dict(self._position) if self._position is not None else self._starting_positions(tps)
+        base = dict(self._position) if self._position is not None else self._starting_positions()
         for tp in tps:
             if tp not in base:  # a partition or topic added since: read it from its start
                 base[tp] = self.broker.list_offset(tp[0], tp[1], "earliest")
-        return offsets_json(rate_limit(base, ends, limit))
+        if self._gate is not None and self._gate.hold(base, ends, _now_ms()):
+            return offsets_json(base)  # the same offsets as last time: Spark runs no batch
+        return offsets_json(ends if limit is None else rate_limit(base, ends, limit))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         starts, ends = positions_of(start), positions_of(end)
         self._position = dict(ends)
         for topic in {t for t, _ in ends}:
             self.broker.topic_log(topic).refresh()
-        ranges = plan_ranges(self.broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions)
+        ranges = plan_ranges(self.broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
+                             self.options.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -160,6 +178,33 @@ class LakelogStreamReader(DataSourceStreamReader):
         if self._broker is not None:
             self._broker.close()
             self._broker = None
+
+
+def _now_ms() -> float:
+    return time.time() * 1000
+
+
+@dataclass
+class BatchGate:
+    """`minOffsetsPerTrigger` with `maxTriggerDelay`, as Kafka's delayBatch: hold a batch back while fewer
+    than `min_offsets` new offsets exist, unless `max_delay_ms` passed since the last batch started.
+
+    `last_trigger_ms` starts at 0, so the first batch of each run is never held (as in Kafka).
+    """
+
+    min_offsets: int
+    max_delay_ms: int
+    last_trigger_ms: float = 0.0
+
+    def hold(self, base: dict[TopicPartition, int], ends: dict[TopicPartition, int], now_ms: float) -> bool:
+        if now_ms - self.last_trigger_ms >= self.max_delay_ms:
+            self.last_trigger_ms = now_ms
+            return False
+        new = sum(end - base.get(tp, 0) for tp, end in ends.items())
+        if new < self.min_offsets:
+            return True
+        self.last_trigger_ms = now_ms
+        return False
 
 
 def rate_limit(base: dict[TopicPartition, int], ends: dict[TopicPartition, int],

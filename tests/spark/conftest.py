@@ -48,6 +48,14 @@ def broker(root):
     b.close()
 
 
+def read(spark, root: str, **options):
+    """A batch read of the lakelog source with these options."""
+    reader = spark.read.format("lakelog").option("lakelog.root", root)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
 def all_records(broker, topic: str, include_headers: bool = False) -> list[tuple]:
     """Every record of a topic through the core's fetch: (topic, partition, offset, key, value, ts_ms, type[, headers])."""
     out = []

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lakelog.platform import Record
-from tests.spark.conftest import all_records, spark_rows
+from tests.spark.conftest import all_records, read, spark_rows
 
 BASE_TS = 1_700_000_000_000
 
@@ -26,13 +26,6 @@ def topics(broker):
         ])
     broker.produce("audit", [Record(f"audit-{i}".encode(), timestamp_ms=BASE_TS + i) for i in range(10)])
     return broker
-
-
-def read(spark, root, **options):
-    reader = spark.read.format("lakelog").option("lakelog.root", root)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def test_whole_topic_with_headers_equals_fetch(spark, root, topics):
