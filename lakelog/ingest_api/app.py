@@ -13,10 +13,10 @@ from starlette.responses import Response
 
 from lakelog.ingest_api import errors
 from lakelog.ingest_api.auth import bearer_token
+from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.models import ProduceRequest
 from lakelog.ingest_api.routes import admin, groups, records, topics
-from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.errors import LakelogError

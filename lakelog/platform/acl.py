@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.catalog import open_control_table, reread_if_changed
+from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.errors import InvalidRequest, LakelogError
-from lakelog.platform.storage import Storage
 from lakelog.platform.layout import ACLS_TABLE
+from lakelog.platform.storage import Storage
 
 RESOURCE_TYPES = ("topic", "group", "cluster")
 CLUSTER = "kafka-cluster"  # the one cluster resource's name, as in Kafka

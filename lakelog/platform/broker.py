@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.writer import PendingProduce, TopicWriter
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
@@ -26,6 +25,7 @@ from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRan
 from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.partitioner import Partitioner
 from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.writer import PendingProduce, TopicWriter
 from lakelog.platform.records import (
     FetchResult,
     ProduceResult,
@@ -39,11 +39,11 @@ from lakelog.platform.records import (
     stamp,
     validate_records,
 )
+from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
 from lakelog.settings import Settings
-from lakelog.platform.layout import topic_path
 
 log = logging.getLogger(__name__)
 

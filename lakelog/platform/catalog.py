@@ -29,11 +29,11 @@ from lakelog.platform.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
+from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import TopicLog
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
-from lakelog.platform.layout import CATALOG_TABLE, topic_path
 
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249

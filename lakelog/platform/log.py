@@ -25,8 +25,8 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
 from lakelog.platform.deadline import Deadline
+from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
 from lakelog.platform.errors import OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
 from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex

@@ -22,10 +22,10 @@ from typing import Any, Mapping
 
 from lakelog.platform import Broker
 from lakelog.platform.errors import InvalidConfig, UnknownTopicOrPartition
+from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.connection import Connection
 
 EARLIEST, LATEST = -2, -1
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from lakelog.platform import Broker
 from lakelog.platform.errors import InvalidConfig, OffsetOutOfRange
 from lakelog.platform.index import SegmentFile
-from lakelog.spark_jobs.options import TopicPartition
+from lakelog.platform.records import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from typing import Any
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.errors import InvalidRequest
-from lakelog.platform.replication.copier import CopyStats, FileCopier, copy_file
 from lakelog.platform.layout import topic_path
+from lakelog.platform.replication.copier import CopyStats, FileCopier, copy_file
 from lakelog.platform.replication.state import ReplicaState
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.jobs import JobReport, PartitionPlan, Progress

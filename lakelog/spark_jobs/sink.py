@@ -34,13 +34,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from lakelog.platform.errors import InvalidConfig, InvalidRecord
+from lakelog.platform.layout import SINK_STAGING
 from lakelog.schemas import HEADERS_TYPE
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.options import SINK_REFUSED_KAFKA_OPTIONS, refuse_kafka_options
 
 log = logging.getLogger(__name__)
 
-STAGING = "_staging/sink"
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ class _SinkBase(DataSourceArrowWriter):
         staged = []
         for topic, tables in by_topic.items():
             table = pa.concat_tables(tables, promote_options="permissive")
-            uri = storage.uri(STAGING, topic, f"{uuid.uuid4().hex}.parquet")
-            storage.makedirs(storage.uri(STAGING, topic))
+            uri = storage.uri(SINK_STAGING, topic, f"{uuid.uuid4().hex}.parquet")
+            storage.makedirs(storage.uri(SINK_STAGING, topic))
             with storage.arrow_fs.open_output_stream(storage.fs_path(uri)) as out:
                 pq.write_table(table, out, compression="snappy")
             staged.append(StagedFile(topic, uri, table.num_rows))

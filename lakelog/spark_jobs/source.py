@@ -26,7 +26,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from lakelog.platform import Broker
-from lakelog.spark_jobs.options import SourceOptions, TopicPartition
+from lakelog.platform.records import TopicPartition
+from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
 from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, read_range
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.log import TopicLog
 from lakelog.platform.layout import SINK_STAGING
+from lakelog.platform.log import TopicLog
 
 STATE_FILE = "_lakelog/vacuum.json"
 STAGING_MAX_AGE_MS = 24 * 3600 * 1000

@@ -11,9 +11,9 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.delta_log import added_paths, commit_uri, versions
 from lakelog.platform.errors import LakelogError, NotEnoughReplicas
 from lakelog.platform.groups.coordinator import GroupCoordinator
+from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
-from lakelog.platform.layout import topic_path
 from log_check import assert_topic_intact
 
 pytestmark = pytest.mark.slow

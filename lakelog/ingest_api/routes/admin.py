@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.dependencies import blocking
 from lakelog.ingest_api.errors import SchemaViolation
 from lakelog.ingest_api.models import AclCreate, AclList, AclModel, Health
 from lakelog.ingest_api.routes.records import json_response
-from lakelog.ingest_api.dependencies import blocking
 from lakelog.platform.acl import CLUSTER, Acl, AclFilter
 from lakelog.platform.errors import StorageUnavailable
 

@@ -26,8 +26,8 @@ from lakelog.ingest_api.models import (
     ResetOffsets,
     TopicPartitionModel,
 )
-from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
 from lakelog.ingest_api.dependencies import Services, blocking
+from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
 from lakelog.platform.groups import CommittedOffset, JoinOptions
 
 router = APIRouter(prefix="/v1/groups", tags=["consumer groups"])

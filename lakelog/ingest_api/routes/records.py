@@ -12,9 +12,9 @@ from starlette.responses import Response
 
 from lakelog.ingest_api import codec
 from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
+from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.platform.records import FetchResult, ProduceResult
 from lakelog.schemas import TOPIC_SCHEMA
 

@@ -21,13 +21,13 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
-from lakelog.platform.clock import now_ms
 from lakelog.platform.catalog import open_control_table, read_control_table
+from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import BrokerClosed, StorageUnavailable
-from lakelog.platform.storage import Storage
-from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA
 from lakelog.platform.layout import OFFSETS_TABLE
 from lakelog.platform.records import TopicPartition
+from lakelog.platform.storage import Storage
+from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA
 
 log = logging.getLogger(__name__)
 

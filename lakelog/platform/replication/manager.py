@@ -26,9 +26,9 @@ from lakelog.platform.replication.errors import (
     ReplicaDiverged,
     SiteUnavailable,
 )
+from lakelog.platform.layout import REPLICATED_CONTROL_TABLES, topic_path
 from lakelog.platform.replication.state import ReplicaState, ReplicaStateStore
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.layout import REPLICATED_CONTROL_TABLES, topic_path
 
 log = logging.getLogger(__name__)
 # A follower or site that fails with these leaves the in-sync set; anything else is a bug and surfaces.

@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from lakelog.platform.clock import now_ms
 from lakelog.platform.catalog import open_control_table, read_control_table
+from lakelog.platform.clock import now_ms
+from lakelog.platform.layout import REPLICAS_TABLE
 from lakelog.platform.replication.errors import SiteUnavailable
 from lakelog.platform.storage import Storage
-from lakelog.platform.layout import REPLICAS_TABLE
 
 log = logging.getLogger(__name__)
 REPLICAS_SCHEMA = pa.schema([
