@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lakelog.platform.records import IDEMPOTENCY_BASE
+
 Format = Literal["json", "string", "base64"]
 Assignor = Literal["range", "roundrobin", "cooperative-sticky"]
 Reset = Literal["earliest", "latest", "none"]
@@ -102,7 +104,8 @@ class ProduceRequest(Request):
     records: list[ProduceRecord] = Field(..., min_length=1)
     key_format: Format = "string"
     value_format: Format = "string"
-    producer_id: int | None = Field(None, ge=0, le=MAX_INT64)
+    producer_id: int | None = Field(None, ge=0, le=IDEMPOTENCY_BASE - 1,
+                                    description="Ids from 2^62 up stand for Idempotency-Keys")
     producer_epoch: int | None = Field(None, ge=0, le=32767)
     sequence: int | None = Field(None, ge=0, le=2**31 - 1)
 
@@ -121,19 +124,28 @@ class ProduceResponse(Strict):
     offsets: list[RecordOffset]
 
 
-class FetchedRecord(BaseModel):
+class FetchedHeader(Strict):
+    key: str
+    value: str | None = None
+    value_encoding: Literal["base64"] | None = Field(None, description="Set when the value is not UTF-8 text")
+
+
+class FetchedRecord(Strict):
     topic: str
     partition: int
     offset: int
     timestamp: int
     key: Any = None
     value: Any = None
-    headers: list[dict[str, Any]] = Field(default_factory=list)
-    key_encoding: Literal["base64"] | None = None
-    value_encoding: Literal["base64"] | None = None
+    headers: list[FetchedHeader] = Field(default_factory=list)
+    key_encoding: Literal["base64", "string"] | None = Field(
+        None, description="How a key that could not be rendered as asked was written: base64 (not UTF-8), or "
+                          "string (format json, but not JSON)")
+    value_encoding: Literal["base64", "string"] | None = Field(
+        None, description="As key_encoding, for the value")
 
 
-class FetchResponse(BaseModel):
+class FetchResponse(Strict):
     records: list[FetchedRecord]
     high_watermark: int | None = None
     log_start_offset: int | None = None
