@@ -72,6 +72,12 @@ def added_paths(commit: bytes) -> list[str]:
     return [action.path for action in added_actions(commit)]
 
 
+def removed_paths(commit: bytes) -> dict[str, int]:
+    """The files a commit removes, with their deletion timestamps (ms)."""
+    return {unquote(entry["remove"]["path"]): int(entry["remove"].get("deletionTimestamp") or 0)
+            for entry in _actions(commit) if "remove" in entry}
+
+
 def commit_info(commit: bytes) -> dict:
     for entry in _actions(commit):
         if "commitInfo" in entry:

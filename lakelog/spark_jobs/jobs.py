@@ -13,62 +13,26 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from deltalake.transaction import AddAction
 
+from lakelog.compaction.planners import PLANNERS, PartitionPlan
 from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_segments
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.index import SegmentFile
 from lakelog.platform.log import TopicLog
 from lakelog.spark_jobs.connection import Connection
+from lakelog.spark_jobs.replicate import run_replication
+from lakelog.spark_jobs.report import JobReport, Progress
+from lakelog.spark_jobs.vacuum import run_vacuum
 
 log = logging.getLogger(__name__)
 
 JOBS = ("retention", "roll", "compact", "vacuum")
 REPLICATION_JOB = "replicate"  # only with sites configured
 MAX_ROUNDS = 3
-Progress = Callable[[str, int, int], None]  # (message, done, total)
-
-
-@dataclass(frozen=True)
-class PartitionPlan:
-    topic: str
-    partition: int
-    job: str  # retention | roll | compact
-    inputs: tuple[SegmentFile, ...]
-    groups: tuple[tuple[str, ...], ...]  # input paths rewritten together (roll and compact)
-    description: str
-    target_bytes: int = 0
-    delete_retention_ms: int = 0
-
-    def summary(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "job": self.job, "files": len(self.inputs),
-                "bytes": sum(f.size_bytes for f in self.inputs), "plan": self.description}
-
-
-@dataclass
-class JobReport:
-    job: str
-    dry_run: bool
-    plans: list[PartitionPlan] = field(default_factory=list)
-    commits: int = 0
-    conflicts: int = 0
-    unchanged: int = 0
-    files_removed: int = 0
-    files_added: int = 0
-    bytes_in: int = 0
-    records_in: int = 0
-    records_out: int = 0
-    files_deleted: int = 0  # vacuum
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["plans"] = [p.summary() for p in self.plans]
-        return out
 
 
 @dataclass(frozen=True)
@@ -85,12 +49,8 @@ def run_job(job: str, broker: Broker, spark: Any = None, topics: Sequence[str] |
         raise ValueError(f"unknown job {job!r}; jobs: {', '.join((*JOBS, REPLICATION_JOB))}")
     started = time.monotonic()
     if job == REPLICATION_JOB:
-        from lakelog.spark_jobs.replicate import run_replication
-
         report = run_replication(broker, spark, _metas(broker, topics), dry_run, progress)
     elif job == "vacuum":
-        from lakelog.spark_jobs.vacuum import run_vacuum
-
         report = run_vacuum(broker, _metas(broker, topics), dry_run, now_ms, progress)
     else:
         report = JobReport(job, dry_run)
@@ -123,17 +83,13 @@ def _metas(broker: Broker, topics: Sequence[str] | None) -> list[TopicMeta]:
 
 def _plan(job: str, broker: Broker, metas: list[TopicMeta], now_ms: int | None,
           wanted: set[tuple[str, int]] | None) -> list[PartitionPlan]:
-    from lakelog.spark_jobs.compact import plan_log_compaction
-    from lakelog.spark_jobs.retention import plan_retention
-    from lakelog.spark_jobs.roll import plan_segment_roll
-
-    planner = {"retention": plan_retention, "roll": plan_segment_roll, "compact": plan_log_compaction}[job]
+    planner = PLANNERS[job]
     now = int(time.time() * 1000) if now_ms is None else now_ms
     plans = []
     for meta in metas:
         topic_log = broker.topic_log(meta.name)
         topic_log.refresh()
-        plans += [p for p in planner(meta, topic_log, now)
+        plans += [p for p in planner(meta, topic_log.segments, now)
                   if wanted is None or (p.topic, p.partition) in wanted]
     return plans
 

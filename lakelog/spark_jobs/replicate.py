@@ -20,7 +20,8 @@ from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.copier import CopyStats, FileCopier, copy_file
 from lakelog.platform.replication.state import ReplicaState
 from lakelog.spark_jobs.connection import Connection
-from lakelog.spark_jobs.jobs import JobReport, PartitionPlan, Progress
+from lakelog.compaction.planners import PartitionPlan
+from lakelog.spark_jobs.report import JobReport, Progress
 
 
 def spark_copier(spark: Any, source: Connection, target: Connection, table_path: str) -> FileCopier:

@@ -18,10 +18,13 @@ import json
 import time
 from typing import Any
 
+from lakelog.compaction.planners import PartitionPlan
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.delta_log import commit_uri, removed_paths
 from lakelog.platform.layout import SINK_STAGING
 from lakelog.platform.log import TopicLog
+from lakelog.spark_jobs.report import JobReport, Progress
 
 STATE_FILE = "_lakelog/vacuum.json"
 STAGING_MAX_AGE_MS = 24 * 3600 * 1000
@@ -29,9 +32,7 @@ ORPHAN_GRACE_MS = 15 * 60 * 1000
 
 
 def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: int | None,
-               progress: Any = None) -> Any:
-    from lakelog.spark_jobs.jobs import JobReport, PartitionPlan
-
+               progress: Progress | None = None) -> JobReport:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = JobReport("vacuum", dry_run)
     for done, meta in enumerate(metas, 1):
@@ -96,20 +97,13 @@ def _data_files(topic_log: TopicLog) -> dict[str, int]:
 
 def _scan_removes(topic_log: TopicLog, state: dict[str, Any]) -> None:
     """Add the remove actions of commits after the last scanned version to the pending deletes."""
-    fs = topic_log.storage.fsspec
     current = topic_log.version
     for version in range(state["scanned_version"] + 1, current + 1):
-        path = topic_log.storage.fs_path(f"{topic_log.uri}/_delta_log/{version:020d}.json")
         try:
-            with fs.open(path, "r") as f:
-                lines = f.read().splitlines()
+            commit = topic_log.storage.read_bytes(commit_uri(topic_log.uri, version))
         except FileNotFoundError:
             continue  # cleaned up with the log's retention (checkpointed long ago)
-        for line in lines:
-            action = json.loads(line) if line.strip() else {}
-            if "remove" in action:
-                remove = action["remove"]
-                state["pending"][remove["path"]] = int(remove.get("deletionTimestamp") or 0)
+        state["pending"].update(removed_paths(commit))
     state["scanned_version"] = max(state["scanned_version"], current)
 
 
