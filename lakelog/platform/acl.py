@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from lakelog.platform.catalog import open_control_table, reread_if_changed
 from lakelog.platform.clock import column_ms, now_ms
+from lakelog.platform.control_table import latest_rows, open_control_table, reread_if_changed
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.layout import ACLS_TABLE
 from lakelog.platform.storage import Storage
@@ -132,13 +132,9 @@ class AclStore:
             self._version, table = reread_if_changed(self._storage, self._dt, self._version)
             if table is None or table.num_rows == 0:
                 return
-            table = table.take(pc.sort_indices(table, sort_keys=[("updated", "ascending")]))
-            latest: dict[Acl, bool] = {}
-            for row in table.to_pylist():
-                acl = Acl(*(row[f] for f in ("principal", "resource_type", "pattern_type", "resource_name",
-                                            "operation", "permission")))
-                latest[acl] = row["deleted"]
-            self._acls = {acl for acl, deleted in latest.items() if not deleted}
+            fields = ["principal", "resource_type", "pattern_type", "resource_name", "operation", "permission"]
+            self._acls = {Acl(*(row[f] for f in fields)) for row in latest_rows(table, fields, ["updated"]).to_pylist()
+                          if not row["deleted"]}
             self.generation += 1
             self._last_ms = int(pc.max(column_ms(table.column("updated"))).as_py())
 

@@ -16,12 +16,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.fetch import Fetcher
 from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.partitioner import Partitioner
 from lakelog.platform.producer_state import ProducerStateManager
@@ -34,12 +34,12 @@ from lakelog.platform.records import (
     Stamp,
     arrow_to_table,
     content_digest,
-    record_sizes,
     records_to_table,
     stamp,
     validate_records,
 )
 from lakelog.platform.layout import topic_path
+from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
@@ -63,7 +63,7 @@ class TopicDescription:
     partitions: list[PartitionState]
 
 
-class _OpenTopic:
+class OpenTopic:
     """The per-topic machinery of a node: log, writer, partitioner, producer state, waiters."""
 
     def __init__(self, broker: "Broker", meta: TopicMeta) -> None:
@@ -96,8 +96,9 @@ class Broker:
             self.storage = sites[self.control_site]  # the catalog and control tables live there
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage)
-        self._topics: dict[str, _OpenTopic] = {}
+        self._topics: dict[str, OpenTopic] = {}
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
+        self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
         self._lock = threading.RLock()
         self._closed = False
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
@@ -185,7 +186,7 @@ class Broker:
             if opened is not None:
                 opened.meta = meta
 
-    def _open(self, name: str) -> _OpenTopic:
+    def _open(self, name: str) -> OpenTopic:
         if self._closed:
             raise BrokerClosed("the broker is closed")
         with self._lock:
@@ -196,10 +197,10 @@ class Broker:
         with self._lock:
             opened = self._topics.get(name)
             if opened is None:
-                opened = self._topics[name] = _OpenTopic(self, meta)
+                opened = self._topics[name] = OpenTopic(self, meta)
             return opened
 
-    def _partition_check(self, topic: _OpenTopic, partition: int) -> None:
+    def _partition_check(self, topic: OpenTopic, partition: int) -> None:
         if not isinstance(partition, int) or not 0 <= partition < topic.meta.partitions:
             self.catalog.refresh()  # partitions may have been added by another node
             meta = self.catalog.get(topic.meta.name)
@@ -248,7 +249,7 @@ class Broker:
     def _deadline(self, timeout_ms: int | None) -> Deadline:
         return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
 
-    def _after_replication(self, opened: _OpenTopic, committed: Future) -> Future:
+    def _after_replication(self, opened: OpenTopic, committed: Future) -> Future:
         """acks=all: answered once the commit is on min.insync.replicas sites."""
         answered: Future = Future()
         epoch = opened.replica_state.leader_epoch  # type: ignore[union-attr]
@@ -315,83 +316,20 @@ class Broker:
         self._partition_check(opened, partition)
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
-        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        topic_log = self._replica_log(opened, site or self.settings.site)
-        interval = self.settings.refresh_interval_ms / 1000
-        while True:
-            if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
-                topic_log.maybe_refresh(interval)  # another writer, or retention, may have moved the log
-            high_watermark = self._high_watermark(opened, topic_log, partition)
-            if high_watermark <= offset <= topic_log.log_end_offset(partition):
-                table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet
-            else:
-                table = topic_log.read(partition, offset, max_records, max_bytes)
-            if table.num_rows and table.column("offset")[-1].as_py() >= high_watermark:
-                table = table.filter(pc.less(table.column("offset"), high_watermark))
-            remaining = deadline - time.monotonic()
-            enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
-            if enough or remaining <= 0 or self._closed:
-                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
-            with opened.writer.committed:
-                opened.writer.committed.wait(min(remaining, interval))
+        return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
+                                   site or self.settings.site, min_bytes, lambda: self._closed)
 
     def wait_for_commit(self, timeout_s: float) -> None:
         """Block until a topic of this node commits, or `timeout_s` passes (long polls over many topics)."""
         with self.committed:
             self.committed.wait(max(timeout_s, 0))
 
-    def _high_watermark(self, opened: _OpenTopic, topic_log: TopicLog, partition: int) -> int:
-        """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.
-
-        A follower holds only commits copied from the leader, so reading there
-        is bounded by construction; at the leader, acks=1 commits become
-        visible once enough in-sync followers have them (Kafka's high watermark).
-        """
-        end = topic_log.log_end_offset(partition)
-        state = opened.replica_state
-        needed = opened.meta.config.min_insync_replicas - 1  # followers besides the leader
-        if self.replicas is None or state is None or topic_log is not opened.log or needed <= 0:
-            return end
-        current = self.replicas.require_state(opened.meta.name)
-        ends = sorted((self._replica(opened, site).log_end_offset(partition)
-                       for site in current.isr if site != current.leader), reverse=True)
-        if len(ends) >= needed:
-            return min(end, ends[needed - 1])
-        return min([end, *ends])  # fewer in-sync followers than needed: what every in-sync replica holds
-
-    def _replica(self, opened: _OpenTopic, site: str) -> TopicLog:
-        replica = opened.site_logs.get(site)
-        if replica is None:
-            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore
-        replica.maybe_refresh(self.settings.refresh_interval_ms / 1000)
-        return replica
-
-    def _replica_log(self, opened: _OpenTopic, site: str | None) -> TopicLog:
-        """The log to read: the nearest in-sync replica when one is asked for, else the leader's."""
-        state = opened.replica_state
-        if site is None or self.replicas is None or state is None or site == state.leader:
-            return opened.log
-        current = self.replicas.require_state(opened.meta.name)
-        if site not in current.isr:
-            return opened.log
-        # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
-        return self._replica(opened, site)
-
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
         opened = self._open(topic)
         self._partition_check(opened, partition)
         opened.log.refresh()
-        if spec == "earliest":
-            return opened.log.log_start_offset(partition)
-        if spec == "latest":
-            return opened.log.log_end_offset(partition)
-        try:
-            timestamp = int(spec)
-        except (TypeError, ValueError):
-            raise InvalidRequest(f"offset spec must be earliest, latest or a timestamp in ms, got {spec!r}") from None
-        found = opened.log.offset_for_timestamp(partition, timestamp)
-        return opened.log.log_end_offset(partition) if found is None else found
+        return opened.log.offset_for(partition, spec)
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
         """Raise OffsetOutOfRange when `offset` is outside [log start, log end]."""
@@ -407,14 +345,8 @@ class Broker:
         """One catch-up round: every follower of every topic, then the control tables."""
         if self.replicas is None:
             return []
-        reports = []
-        for name in topics if topics is not None else [t.name for t in self.list_topics()]:
-            try:
-                reports += self.replicas.sync(name)
-            except Exception as exc:
-                log.warning("replication of %s skipped: %s", name, exc)
-        reports += self.replicas.sync_control_tables(self.control_site)
-        return reports
+        names = topics if topics is not None else [t.name for t in self.list_topics()]
+        return replication_admin.sync_all(self.replicas, names, self.control_site)
 
     def elect_leader(self, topic: str, site: str | None = None, unclean: bool = False) -> Election:
         if self.replicas is None:
@@ -429,23 +361,9 @@ class Broker:
         if self.replicas is None:
             raise InvalidRequest("no sites configured: the topic has one replica")
         meta = self.topic(topic)
-        state = self.replicas.require_state(topic, refresh=True)
         leader_log = self._open(topic).log
         leader_log.refresh()
-        followers = []
-        for lag in self.replicas.lag(topic):
-            entry = {"site": lag.site, "in_sync": lag.in_sync, "versions_behind": lag.versions_behind}
-            try:
-                replica = TopicLog(self.replicas.sites[lag.site], topic)
-                entry["partitions"] = [
-                    {"partition": p, "log_end_offset": replica.log_end_offset(p),
-                     "lag": leader_log.log_end_offset(p) - replica.log_end_offset(p)}
-                    for p in range(meta.partitions)]
-            except Exception as exc:
-                entry["error"] = str(exc)
-            followers.append(entry)
-        return {"topic": topic, "replicas": list(state.replicas), "leader": state.leader,
-                "leader_epoch": state.leader_epoch, "isr": list(state.isr), "followers": followers}
+        return replication_admin.report(self.replicas, topic, meta.partitions, leader_log)
 
     def _reopen(self, name: str) -> None:
         """Drop a topic's machinery so that its next use opens on the current leader.
@@ -485,10 +403,6 @@ class Broker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _payload_bytes(table: pa.Table) -> int:
-    return int(pc.sum(record_sizes(table)).as_py() or 0)
 
 
 def _check_producer(producer: ProducerBatch) -> None:

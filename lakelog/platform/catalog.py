@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
-from deltalake import write_deltalake
 
 from lakelog.platform.clock import now_ms, to_ms
+from lakelog.platform.control_table import latest_rows, open_control_table, reread_if_changed
 from lakelog.platform.errors import (
     InvalidPartitions,
     InvalidRequest,
@@ -38,7 +36,6 @@ from lakelog.schemas import CATALOG_SCHEMA
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
-CONTROL_TABLE_PROPERTIES = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 7 days"}
 
 
 @dataclass(frozen=True)
@@ -69,40 +66,6 @@ def validate_partitions(partitions: Any) -> int:
     if not 1 <= partitions <= MAX_PARTITIONS:
         raise InvalidPartitions(f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
     return partitions
-
-
-def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
-    uri = storage.uri(path)
-    if not DeltaTable.is_deltatable(uri, storage_options=storage.delta_options()):
-        DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
-                          storage_options=storage.delta_options())
-    return DeltaTable(uri, storage_options=storage.delta_options())
-
-
-def read_control_table(storage: Storage, table: DeltaTable) -> pa.Table:
-    """All rows of a small control table, read file by file on this thread.
-
-    Not `DeltaTable.to_pyarrow_table()`: its dataset scan reads through a
-    Python filesystem handler on Arrow's I/O threads, and a process exiting
-    while one of those threads is still busy aborts.
-    """
-    schema = table.schema().to_arrow()
-    pieces = []
-    for uri in table.file_uris():
-        with storage.open_input(uri) as source:
-            pieces.append(pq.read_table(source, pre_buffer=False, use_threads=False))
-    if not pieces:
-        return pa.schema(schema).empty_table()
-    return pa.concat_tables(pieces, promote_options="default")
-
-
-def reread_if_changed(storage: Storage, table: DeltaTable, known_version: int) -> tuple[int, pa.Table | None]:
-    """(version, rows) of a control table after loading new commits; rows is None when unchanged."""
-    table.update_incremental()
-    version = table.version()
-    if version == known_version:
-        return version, None
-    return version, read_control_table(storage, table) if version > 0 else pa.schema(table.schema().to_arrow()).empty_table()
 
 
 class Catalog:
@@ -256,14 +219,11 @@ def _row(name: str, meta: TopicMeta | None, current: TopicMeta | None, revision:
 def _latest_topics(table: pa.Table | None) -> dict[str, TopicMeta]:
     if table is None or table.num_rows == 0:
         return {}
-    order = pc.sort_indices(table, sort_keys=[("name", "ascending"), ("generation", "ascending")])
-    latest: dict[str, dict] = {}
-    for row in table.take(order).to_pylist():
-        latest[row["name"]] = row
     topics = {}
-    for name, row in latest.items():
+    for row in latest_rows(table, ["name"], ["generation"]).to_pylist():
         if row["deleted"]:
             continue
+        name = row["name"]
         topics[name] = TopicMeta(
             name=name,
             partitions=row["partitions"],

@@ -27,7 +27,7 @@ from deltalake.transaction import AddAction, CommitProperties, PostCommitHookPro
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
-from lakelog.platform.errors import OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
+from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
 from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.layout import topic_path
@@ -456,6 +456,19 @@ class TopicLog:
             schema = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in columns] + [("partition", pa.int32())])
             return schema.empty_table()
         return pa.concat_tables(pieces)
+
+    def offset_for(self, partition: int, spec: str | int) -> int:
+        """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
+        if spec == "earliest":
+            return self.log_start_offset(partition)
+        if spec == "latest":
+            return self.log_end_offset(partition)
+        try:
+            timestamp = int(spec)
+        except (TypeError, ValueError):
+            raise InvalidRequest(f"offset spec must be earliest, latest or a timestamp in ms, got {spec!r}") from None
+        found = self.offset_for_timestamp(partition, timestamp)
+        return self.log_end_offset(partition) if found is None else found
 
     def offset_for_timestamp(self, partition: int, timestamp_ms: int) -> int | None:
         """The earliest offset whose timestamp is >= `timestamp_ms`; None when there is none."""

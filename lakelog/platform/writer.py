@@ -1,10 +1,9 @@
-"""Group commit: produce calls buffered per topic, flushed as one Delta commit.
+"""The topic writer: produce calls group-committed per topic, each flush one Delta commit.
 
-A flush waits `linger.ms` after the first pending call (or until `batch.bytes`
-are buffered), then takes everything pending and commits all partitions in
-one commit on this topic's flush thread. At most one commit is in flight per
-topic, so under load the next flush takes all that arrived meanwhile and
-batches grow with load. Each caller's future is answered with its own offsets.
+A flush (see group_commit.py) waits `linger.ms` after the first pending call, or until `batch.bytes`
+are buffered, then takes everything pending: idempotent retries are answered from producer state,
+stale producers fenced, the rest stamped and committed in one commit on this topic's flush thread.
+Each caller's future is answered with its own offsets.
 """
 
 from __future__ import annotations
@@ -12,36 +11,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+
 import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import BrokerClosed, LakelogError
+from lakelog.platform.errors import LakelogError
+from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager
 from lakelog.platform.records import ProduceResult, ProducerBatch, Stamp, stamp
 from lakelog.platform.topic_config import TimestampType
 
 log = logging.getLogger(__name__)
-
-
-def _fail(future: Future, error: BaseException) -> bool:
-    try:
-        future.set_exception(error)
-        return True
-    except InvalidStateError:  # answered meanwhile
-        return False
-
-
-def _succeed(future: Future, result: object) -> None:
-    try:
-        future.set_result(result)
-    except InvalidStateError:  # already answered by the deadline reaper
-        pass
 
 
 @dataclass
@@ -73,26 +58,13 @@ class TopicWriter:
     def __init__(self, topic_log: TopicLog, linger_ms: int, batch_bytes: int,
                  producers: ProducerStateManager, committed: threading.Condition | None = None) -> None:
         self.log = topic_log
-        self.linger_s = linger_ms / 1000
-        self.batch_bytes = batch_bytes
         self.producers = producers
         self.committed = committed or threading.Condition()
-        self._pending: deque[PendingProduce] = deque()
-        self._pending_bytes = 0
-        self._cond = threading.Condition()
-        self._closed = False
-        self._flushing = False
-        self._inflight: list[PendingProduce] = []
-        self._thread = threading.Thread(target=self._run, name=f"flush-{topic_log.name}", daemon=True)
-        self._thread.start()
+        self._flushes = GroupCommit(f"flush-{topic_log.name}", self._flush, linger_ms, batch_bytes,
+                                    lambda pending: pending.nbytes)
 
     def submit(self, pending: PendingProduce) -> Future:
-        with self._cond:
-            if self._closed:
-                raise BrokerClosed("the broker is shutting down")
-            self._pending.append(pending)
-            self._pending_bytes += pending.nbytes
-            self._cond.notify_all()
+        self._flushes.submit(pending)
         return pending.future
 
     def expire(self, now: float) -> int:
@@ -101,11 +73,9 @@ class TopicWriter:
         The commit may still land later (as with Kafka's request timeout); an
         idempotent producer's retry then gets the original offsets.
         """
-        with self._cond:
-            waiting = list(self._pending) + list(self._inflight)
         expired = 0
-        for pending in waiting:
-            if pending.deadline.passed(now) and _fail(
+        for pending in self._flushes.waiting():
+            if pending.deadline.passed(now) and fail(
                     pending.future, pending.deadline.timed_out(f"no commit to {self.log.name!r}")):
                 expired += 1
         return expired
@@ -116,52 +86,11 @@ class TopicWriter:
 
     def drain(self) -> None:
         """Wait until every call submitted so far is answered."""
-        with self._cond:
-            while self._pending or self._flushing:
-                self._cond.wait(0.05)
+        self._flushes.drain()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush what is pending, then stop."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
-            try:
-                self._flush(batch)
-            except Exception as exc:  # never let the flush thread die: fail the callers instead
-                log.exception("flush of %s failed", self.log.name)
-                for pending in batch:
-                    _fail(pending.future, exc)
-            finally:
-                with self._cond:
-                    self._inflight = []
-                    self._flushing = False
-                    self._cond.notify_all()
-
-    def _take(self) -> list[PendingProduce] | None:
-        with self._cond:
-            while not self._pending:
-                if self._closed:
-                    return None
-                self._cond.wait()
-            flush_at = time.monotonic() + self.linger_s
-            while not self._closed and self._pending_bytes < self.batch_bytes:
-                remaining = flush_at - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            batch = list(self._pending)
-            self._inflight = batch
-            self._flushing = True
-            self._pending.clear()
-            self._pending_bytes = 0
-            return batch
+        self._flushes.close(timeout)
 
     def _flush(self, batch: list[PendingProduce]) -> None:
         accepted = self._admit(batch)
@@ -176,7 +105,7 @@ class TopicWriter:
             assert appended is not None
         except LakelogError as exc:
             for pending in accepted:
-                _fail(pending.future, exc)
+                fail(pending.future, exc)
             return
         self._answer(accepted, partitions, table, appended)
 
@@ -196,7 +125,7 @@ class TopicWriter:
                 except Exception:  # a retry then finds the batch in the log instead
                     log.exception("producer state of %s not recorded", self.log.name)
                     self.producers.forget(pending.producer.producer_id)
-            _succeed(pending.future, result)
+            succeed(pending.future, result)
             start = end
         self.notify_committed()
 
@@ -209,7 +138,7 @@ class TopicWriter:
             if pending.future.done():
                 continue
             if pending.deadline.passed(now):
-                _fail(pending.future, pending.deadline.timed_out("the flush did not start", written=False))
+                fail(pending.future, pending.deadline.timed_out("the flush did not start", written=False))
                 continue
             producer = pending.producer
             if producer is None:
@@ -219,10 +148,10 @@ class TopicWriter:
             try:
                 original = self.producers.check(producer, count, in_flush)
             except LakelogError as exc:
-                _fail(pending.future, exc)
+                fail(pending.future, exc)
                 continue
             if original is not None:
-                _succeed(pending.future, original)
+                succeed(pending.future, original)
                 continue
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)

@@ -13,6 +13,7 @@ from typing import Mapping
 
 from lakelog.platform import Broker, Storage
 from lakelog.platform.errors import InvalidConfig
+from lakelog.platform.reader import TopicReader
 from lakelog.settings import Settings
 
 ROOT_OPTION = "lakelog.root"
@@ -46,4 +47,9 @@ class Connection:
             return opened
 
     def broker(self) -> Broker:
+        """A full broker, for the sink and the jobs, which write."""
         return Broker(Settings(root=self.root, storage=dict(self.storage_options)))
+
+    def reader(self) -> TopicReader:
+        """Read-only access for the source: no writer threads."""
+        return TopicReader(self.storage())

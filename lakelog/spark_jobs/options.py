@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lakelog.platform import Broker
+from lakelog.platform.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, UnknownTopicOrPartition
 from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.connection import Connection
@@ -35,9 +35,9 @@ class Subscription:
     pattern: str = ""
     assignment: tuple[TopicPartition, ...] = ()
 
-    def resolve(self, broker: Broker) -> list[TopicPartition]:
+    def resolve(self, reader: TopicReader) -> list[TopicPartition]:
         """The topic-partitions to read now (partitions added since last time included)."""
-        metas = {m.name: m for m in broker.list_topics()}
+        metas = {m.name: m for m in reader.list_topics()}
         if self.kind == "assign":
             for topic, partition in self.assignment:
                 if topic not in metas or partition >= metas[topic].partitions:
@@ -70,26 +70,26 @@ class OffsetSpec:
     fail_if_no_match: bool = True
     option: str = ""
 
-    def resolve(self, broker: Broker, partitions: list[TopicPartition], default: str) -> dict[TopicPartition, int]:
+    def resolve(self, reader: TopicReader, partitions: list[TopicPartition], default: str) -> dict[TopicPartition, int]:
         if self.offsets is not None:
             check_names_every_partition(self.offsets, partitions, self.option)
-        return {tp: self._one(broker, tp, default) for tp in partitions}
+        return {tp: self._one(reader, tp, default) for tp in partitions}
 
-    def _one(self, broker: Broker, tp: TopicPartition, default: str) -> int:
+    def _one(self, reader: TopicReader, tp: TopicPartition, default: str) -> int:
         topic, partition = tp
         if self.kind in ("earliest", "latest"):
-            return broker.list_offset(topic, partition, self.kind)
+            return reader.list_offset(topic, partition, self.kind)
         if self.kind == "default":
-            return broker.list_offset(topic, partition, default)
+            return reader.list_offset(topic, partition, default)
         if self.kind == "timestamp":
-            return _offset_for_time(broker, topic, partition, int(self.timestamp_ms or 0), self)
+            return _offset_for_time(reader, topic, partition, int(self.timestamp_ms or 0), self)
         value = (self.offsets or {})[topic][str(partition)]
         if self.kind == "timestamps":
-            return _offset_for_time(broker, topic, partition, value, self)
+            return _offset_for_time(reader, topic, partition, value, self)
         if value == EARLIEST:
-            return broker.list_offset(topic, partition, "earliest")
+            return reader.list_offset(topic, partition, "earliest")
         if value == LATEST:
-            return broker.list_offset(topic, partition, "latest")
+            return reader.list_offset(topic, partition, "latest")
         return value
 
 
@@ -107,8 +107,8 @@ def check_names_every_partition(offsets: dict[str, dict[str, int]], partitions: 
                             f"those ({detail}); use -2 for earliest and -1 for latest")
 
 
-def _offset_for_time(broker: Broker, topic: str, partition: int, ts: int, spec: OffsetSpec) -> int:
-    log = broker.topic_log(topic)
+def _offset_for_time(reader: TopicReader, topic: str, partition: int, ts: int, spec: OffsetSpec) -> int:
+    log = reader.topic_log(topic)
     log.refresh()
     found = log.offset_for_timestamp(partition, ts)
     if found is not None:

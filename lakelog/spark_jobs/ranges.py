@@ -13,7 +13,7 @@ import logging
 import math
 from dataclasses import dataclass, replace
 
-from lakelog.platform import Broker
+from lakelog.platform.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, OffsetOutOfRange
 from lakelog.platform.index import SegmentFile
 from lakelog.platform.records import TopicPartition
@@ -70,12 +70,12 @@ def check_start_not_after_end(starts: dict[TopicPartition, int], ends: dict[Topi
                                 f"is after its ending offset {end} (option {ending_option!r})")
 
 
-def plan_ranges(broker: Broker, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+def plan_ranges(reader: TopicReader, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
                 fail_on_data_loss: bool, min_partitions: int | None = None,
                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
     ranges = []
     for (topic, partition), end in sorted(ends.items()):
-        topic_log = broker.topic_log(topic)
+        topic_log = reader.topic_log(topic)
         start = starts.get((topic, partition), topic_log.log_start_offset(partition))
         start = check_data_loss(topic, partition, start, topic_log.log_start_offset(partition),
                                 topic_log.log_end_offset(partition), fail_on_data_loss)

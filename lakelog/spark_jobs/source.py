@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakelog.platform import Broker
+from lakelog.platform.reader import TopicReader
 from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
@@ -71,16 +71,16 @@ class LakelogBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
-        broker = self.options.connection.broker()
+        reader = self.options.connection.reader()
         try:
-            tps = self.options.subscription.resolve(broker)
-            starts = self.options.starting.resolve(broker, tps, "earliest")
-            ends = self.options.ending.resolve(broker, tps, "latest")
+            tps = self.options.subscription.resolve(reader)
+            starts = self.options.starting.resolve(reader, tps, "earliest")
+            ends = self.options.ending.resolve(reader, tps, "latest")
             check_start_not_after_end(starts, ends, self.options.starting.option, self.options.ending.option)
-            ranges = plan_ranges(broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
+            ranges = plan_ranges(reader, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
                                  self.options.max_records_per_partition)
         finally:
-            broker.close()
+            reader.close()
         return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -119,42 +119,42 @@ class LakelogStreamReader(DataSourceStreamReader):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._broker: Broker | None = None
+        self._reader: TopicReader | None = None
         self._position: dict[TopicPartition, int] | None = None
         self._initial: dict[TopicPartition, int] | None = None
         self._gate = (BatchGate(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
                       if options.min_offsets_per_trigger is not None else None)
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_broker": None}  # a broker holds threads: never shipped to executors
+        return {**self.__dict__, "_reader": None}  # open tables are never shipped to executors
 
     @property
-    def broker(self) -> Broker:
-        if self._broker is None:
-            self._broker = self.options.connection.broker()
-        return self._broker
+    def reader(self) -> TopicReader:
+        if self._reader is None:
+            self._reader = self.options.connection.reader()
+        return self._reader
 
     def _starting_positions(self) -> dict[TopicPartition, int]:
         """Resolved once per run: Spark asks for the latest offset before the initial one on a fresh query,
         and `latest` or a timestamp resolved twice could disagree."""
         if self._initial is None:
-            tps = self.options.subscription.resolve(self.broker)
-            self._initial = self.options.starting.resolve(self.broker, tps, "latest")
+            tps = self.options.subscription.resolve(self.reader)
+            self._initial = self.options.starting.resolve(self.reader, tps, "latest")
         return dict(self._initial)
 
     def initialOffset(self) -> dict:
         return offsets_json(self._starting_positions())
 
     def latestOffset(self) -> dict:
-        tps = self.options.subscription.resolve(self.broker)
-        ends = {tp: self.broker.list_offset(tp[0], tp[1], "latest") for tp in tps}
+        tps = self.options.subscription.resolve(self.reader)
+        ends = {tp: self.reader.list_offset(tp[0], tp[1], "latest") for tp in tps}
         limit = self.options.max_offsets_per_trigger
         if limit is None and self._gate is None:
             return offsets_json(ends)
         base = dict(self._position) if self._position is not None else self._starting_positions()
         for tp in tps:
             if tp not in base:  # a partition or topic added since: read it from its start
-                base[tp] = self.broker.list_offset(tp[0], tp[1], "earliest")
+                base[tp] = self.reader.list_offset(tp[0], tp[1], "earliest")
         if self._gate is not None and self._gate.hold(base, ends, _now_ms()):
             return offsets_json(base)  # the same offsets as last time: Spark runs no batch
         return offsets_json(ends if limit is None else rate_limit(base, ends, limit))
@@ -163,8 +163,8 @@ class LakelogStreamReader(DataSourceStreamReader):
         starts, ends = positions_of(start), positions_of(end)
         self._position = dict(ends)
         for topic in {t for t, _ in ends}:
-            self.broker.topic_log(topic).refresh()
-        ranges = plan_ranges(self.broker, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
+            self.reader.topic_log(topic).refresh()
+        ranges = plan_ranges(self.reader, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
                              self.options.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
 
@@ -176,9 +176,9 @@ class LakelogStreamReader(DataSourceStreamReader):
         self._position = positions_of(end)
 
     def stop(self) -> None:
-        if self._broker is not None:
-            self._broker.close()
-            self._broker = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
 def _now_ms() -> float:

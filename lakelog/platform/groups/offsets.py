@@ -2,28 +2,27 @@
 
 Append-only: the latest row per (group, topic, partition) wins, ordered by the
 `committed` time, which this store keeps strictly increasing. Commits are
-batched: a writer thread takes every commit that arrived while the previous
-append was in flight and appends them in one Delta commit; each caller's
-future is answered only when that commit is durable.
+group-committed (group_commit.py): every commit that arrived while the previous
+append was in flight goes into one Delta commit; each caller's future is
+answered only when that commit is durable.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
-from lakelog.platform.catalog import open_control_table, read_control_table
-from lakelog.platform.clock import now_ms
-from lakelog.platform.errors import BrokerClosed, StorageUnavailable
+from lakelog.platform.clock import column_ms, now_ms
+from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
+from lakelog.platform.errors import StorageUnavailable
+from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.layout import OFFSETS_TABLE
 from lakelog.platform.records import TopicPartition
 from lakelog.platform.storage import Storage
@@ -65,17 +64,11 @@ class OffsetStore:
         self._storage = storage
         self._dt = open_control_table(storage, OFFSETS_TABLE, CONSUMER_OFFSETS_SCHEMA)
         self._on_durable = on_durable
-        self._linger_s = linger_ms / 1000
         self._timeout_s = timeout_ms / 1000
-        self._pending: list[_Pending] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._busy = False
         self._last_ms = 0
         self.commits = 0
         self.failures = 0
-        self._thread = threading.Thread(target=self._run, name="offsets-writer", daemon=True)
-        self._thread.start()
+        self._writes = GroupCommit("offsets-writer", self._write, linger_ms)
 
     # ---- reads --------------------------------------------------------------
 
@@ -87,8 +80,8 @@ class OffsetStore:
         table = read_control_table(self._storage, self._dt)
         if table.num_rows == 0:
             return {}
-        table = table.take(pc.sort_indices(table, sort_keys=[("committed", "ascending")]))
-        stamps = table.column("committed").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
+        table = latest_rows(table, ["group", "topic", "partition"], ["committed"])
+        stamps = column_ms(table.column("committed")).to_pylist()
         self._last_ms = max(stamps)
         groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         columns = [table.column(n).to_pylist() for n in ("group", "topic", "partition", "offset", "metadata")]
@@ -104,42 +97,12 @@ class OffsetStore:
         if not rows:
             pending.future.set_result(None)
             return pending.future
-        with self._cond:
-            if self._closed:
-                raise BrokerClosed("the offset store is closed")
-            self._pending.append(pending)
-            self._cond.notify_all()
+        self._writes.submit(pending)
         return pending.future
 
     def close(self) -> None:
         """Write what is pending, then stop."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if not self._pending and self._closed:
-                    return
-                if not self._closed and self._linger_s:
-                    self._cond.wait(self._linger_s)
-                batch, self._pending = self._pending, []
-                self._busy = True
-            try:
-                self._write(batch)
-            except Exception as exc:  # never let the writer die: fail the callers instead
-                log.exception("offset commit failed")
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+        self._writes.close()
 
     def _write(self, batch: list[_Pending]) -> None:
         latest: dict[tuple[str, str, int], OffsetRow] = {}
@@ -171,7 +134,7 @@ class OffsetStore:
                 if time.monotonic() >= deadline:
                     error = StorageUnavailable(f"could not commit offsets: {exc}")
                     for pending in batch:
-                        pending.future.set_exception(error)
+                        fail(pending.future, error)
                     return
                 time.sleep(0.05)
                 try:
@@ -182,4 +145,4 @@ class OffsetStore:
         self.commits += 1
         self._on_durable(rows, stamp)
         for pending in batch:
-            pending.future.set_result(None)
+            succeed(pending.future, None)

@@ -13,10 +13,11 @@ import threading
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
-from lakelog.platform.catalog import open_control_table, read_control_table
 from lakelog.platform.clock import now_ms
+from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.layout import REPLICAS_TABLE
 from lakelog.platform.replication.errors import SiteUnavailable
 from lakelog.platform.storage import Storage
@@ -112,10 +113,12 @@ class ReplicaStateStore:
 
 
 def _states(rows: pa.Table | None, topic: str) -> list[ReplicaState]:
+    """The site's latest state of `topic` (the highest leader epoch, then the newest), as a list of 0 or 1."""
     if rows is None:
         return []
+    mine = rows.filter(pc.equal(rows.column("topic"), topic))
     return [
         ReplicaState(row["topic"], tuple(json.loads(row["replicas"])), row["leader"], row["leader_epoch"],
                      tuple(json.loads(row["isr"])), row["updated_ms"])
-        for row in rows.to_pylist() if row["topic"] == topic
+        for row in latest_rows(mine, ["topic"], ["leader_epoch", "updated_ms"]).to_pylist()
     ]

@@ -1,0 +1,64 @@
+"""Control tables: small append-only Delta tables in which the latest row per key wins — the catalog,
+ACLs, committed offsets, replica state. Opening, reading, re-reading when changed and picking the
+latest row per key, in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from lakelog.platform.storage import Storage
+
+CONTROL_TABLE_PROPERTIES = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 7 days"}
+
+
+def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
+    uri = storage.uri(path)
+    if not DeltaTable.is_deltatable(uri, storage_options=storage.delta_options()):
+        DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
+                          storage_options=storage.delta_options())
+    return DeltaTable(uri, storage_options=storage.delta_options())
+
+
+def read_control_table(storage: Storage, table: DeltaTable) -> pa.Table:
+    """All rows of a small control table, read file by file on this thread.
+
+    Not `DeltaTable.to_pyarrow_table()`: its dataset scan reads through a
+    Python filesystem handler on Arrow's I/O threads, and a process exiting
+    while one of those threads is still busy aborts.
+    """
+    schema = table.schema().to_arrow()
+    pieces = []
+    for uri in table.file_uris():
+        with storage.open_input(uri) as source:
+            pieces.append(pq.read_table(source, pre_buffer=False, use_threads=False))
+    if not pieces:
+        return pa.schema(schema).empty_table()
+    return pa.concat_tables(pieces, promote_options="default")
+
+
+def reread_if_changed(storage: Storage, table: DeltaTable, known_version: int) -> tuple[int, pa.Table | None]:
+    """(version, rows) of a control table after loading new commits; rows is None when unchanged."""
+    table.update_incremental()
+    version = table.version()
+    if version == known_version:
+        return version, None
+    return version, read_control_table(storage, table) if version > 0 else pa.schema(table.schema().to_arrow()).empty_table()
+
+
+def latest_rows(rows: pa.Table, keys: Sequence[str], order: Sequence[str]) -> pa.Table:
+    """The last row of each key, rows ordered by the `order` columns ascending (ties: the later row)."""
+    if rows.num_rows == 0:
+        return rows
+    n = rows.num_rows
+    ranked = rows.append_column("__row", pa.array(np.arange(n)))
+    ranked = ranked.sort_by([(column, "ascending") for column in (*order, "__row")])
+    ranked = ranked.append_column("__rank", pa.array(np.arange(n)))
+    last = ranked.group_by(list(keys), use_threads=False).aggregate([("__rank", "max")])
+    picked = ranked.take(pa.array(np.sort(last.column("__rank_max").to_numpy())))
+    return picked.drop_columns(["__row", "__rank"])

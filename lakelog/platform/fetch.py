@@ -1,0 +1,94 @@
+"""Fetch: records from an offset, long polling until enough arrived, and the high watermark.
+
+Reads go to the nearest in-sync replica when a site is asked for, else the leader's log. A long poll
+waits on the node's commit notification, bounded by the refresh interval, so other writers' commits
+(another process on the same root) are seen too. Consumers see offsets below the high watermark only:
+on a replicated topic, what `min.insync.replicas` sites hold.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.platform.log import TopicLog
+from lakelog.platform.records import FetchResult, record_sizes
+from lakelog.platform.replication.manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from lakelog.platform.broker import OpenTopic
+
+
+class Fetcher:
+    def __init__(self, replicas: ReplicaManager | None, refresh_interval_ms: int,
+                 committed: threading.Condition) -> None:
+        self.replicas = replicas
+        self.interval_s = refresh_interval_ms / 1000
+        self.committed = committed
+
+    def fetch(self, opened: "OpenTopic", partition: int, offset: int, max_records: int, max_bytes: int | None,
+              timeout_ms: int, site: str | None, min_bytes: int, closed: Callable[[], bool]) -> FetchResult:
+        topic = opened.meta.name
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        topic_log = self.replica_log(opened, site)
+        while True:
+            if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
+                topic_log.maybe_refresh(self.interval_s)  # another writer, or retention, may have moved the log
+            high_watermark = self.high_watermark(opened, topic_log, partition)
+            if high_watermark <= offset <= topic_log.log_end_offset(partition):
+                table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet
+            else:
+                table = topic_log.read(partition, offset, max_records, max_bytes)
+            if table.num_rows and table.column("offset")[-1].as_py() >= high_watermark:
+                table = table.filter(pc.less(table.column("offset"), high_watermark))
+            remaining = deadline - time.monotonic()
+            enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
+            if enough or remaining <= 0 or closed():
+                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
+            with self.committed:
+                self.committed.wait(min(remaining, self.interval_s))
+
+    def high_watermark(self, opened: "OpenTopic", topic_log: TopicLog, partition: int) -> int:
+        """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.
+
+        A follower holds only commits copied from the leader, so reading there
+        is bounded by construction; at the leader, acks=1 commits become
+        visible once enough in-sync followers have them (Kafka's high watermark).
+        """
+        end = topic_log.log_end_offset(partition)
+        state = opened.replica_state
+        needed = opened.meta.config.min_insync_replicas - 1  # followers besides the leader
+        if self.replicas is None or state is None or topic_log is not opened.log or needed <= 0:
+            return end
+        current = self.replicas.require_state(opened.meta.name)
+        ends = sorted((self._replica(opened, site).log_end_offset(partition)
+                       for site in current.isr if site != current.leader), reverse=True)
+        if len(ends) >= needed:
+            return min(end, ends[needed - 1])
+        return min([end, *ends])  # fewer in-sync followers than needed: what every in-sync replica holds
+
+    def replica_log(self, opened: "OpenTopic", site: str | None) -> TopicLog:
+        """The log to read: the nearest in-sync replica when one is asked for, else the leader's."""
+        state = opened.replica_state
+        if site is None or self.replicas is None or state is None or site == state.leader:
+            return opened.log
+        current = self.replicas.require_state(opened.meta.name)
+        if site not in current.isr:
+            return opened.log
+        # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
+        return self._replica(opened, site)
+
+    def _replica(self, opened: "OpenTopic", site: str) -> TopicLog:
+        replica = opened.site_logs.get(site)
+        if replica is None:
+            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore
+        replica.maybe_refresh(self.interval_s)
+        return replica
+
+
+def _payload_bytes(table: pa.Table) -> int:
+    return int(pc.sum(record_sizes(table)).as_py() or 0)
