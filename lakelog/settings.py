@@ -1,5 +1,9 @@
 """Node settings, in one place: flags, `LAKELOG_*` environment variables and defaults.
 
+Grouped by concern: `CoreSettings` (what the log core reads), `HttpSettings`, `GroupSettings` and
+`JobSettings`. `Settings` is all of them under flat `LAKELOG_<NAME>` environment variables; the core is
+handed `settings.core` and never sees the others.
+
 Topic settings (`retention.ms`, `max.message.bytes`, ...) are not here: they
 live with each topic in the catalog (`platform/topic_config.py`).
 """
@@ -8,12 +12,12 @@ from __future__ import annotations
 
 import json
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LAKELOG_", env_nested_delimiter="__", extra="ignore")
+class CoreSettings(BaseModel):
+    """What the log core reads: the root, group commit, deadlines, caches, replication sites."""
 
     root: str = Field("./data", description="Root URI: a local folder or s3://bucket/prefix")
     storage: dict[str, str] = Field(
@@ -24,28 +28,7 @@ class Settings(BaseSettings):
     batch_bytes: int = Field(8 * 1024 * 1024, ge=1, description="batch.bytes: a flush starts once this much is buffered")
     request_timeout_ms: int = Field(30_000, ge=1, description="Default produce deadline (timeout_ms)")
     tail_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Memory for recently written records")
-    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1, description="Largest request body the HTTP tier accepts")
     refresh_interval_ms: int = Field(100, ge=1, description="How often a long poll looks for other writers' commits")
-    # HTTP tier
-    host: str = "127.0.0.1"
-    port: int = 8080
-    insecure: bool = False
-    api_keys_json: str | None = Field(None, description="JSON object: API key -> principal; enables authentication")
-    admin_principals: list[str] = Field(default_factory=lambda: ["admin"])
-    docs_require_key: bool = Field(False, description="With authentication on, /docs, /redoc and /openapi.json "
-                                                       "need an API key too")
-    max_inflight_produce_bytes: int = Field(
-        256 * 1024 * 1024, ge=1, description="Produce bytes the HTTP tier holds at once; beyond it 429 (back-pressure)")
-    max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
-    shutdown_timeout_s: int = Field(30, ge=1, description="Graceful shutdown: how long in-flight requests may finish")
-    # Consumer groups
-    group_initial_rebalance_delay_ms: int = Field(
-        3000, ge=0, description="group.initial.rebalance.delay.ms: how long a new group fills before its first assignment")
-    group_min_session_timeout_ms: int = Field(1000, ge=1, description="group.min.session.timeout.ms")
-    group_max_session_timeout_ms: int = Field(1_800_000, ge=1, description="group.max.session.timeout.ms")
-    offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")
-    # Spark jobs schedule in `lakelog serve` (seconds; 0 = off)
-    jobs_interval_s: int = Field(300, ge=0)
     # Replication across storage sites (empty: one site, `root`)
     sites: dict[str, str] = Field(default_factory=dict, description="Site name -> root URI")
     site_storage: dict[str, dict[str, str]] = Field(default_factory=dict, description="Per-site storage options")
@@ -53,6 +36,47 @@ class Settings(BaseSettings):
     site: str | None = Field(None, description="This node's nearest site, preferred for fetches")
     replica_lag_time_max_ms: int = Field(30_000, ge=1, description="replica.lag.time.max.ms")
     replication_interval_ms: int = Field(1_000, ge=0, description="Follower catch-up interval (0 = off)")
+
+
+class HttpSettings(BaseModel):
+    """The HTTP tier: where it listens, who may call, how much it takes at once."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    insecure: bool = False
+    api_keys_json: str | None = Field(None, description="JSON object: API key -> principal; enables authentication")
+    admin_principals: list[str] = Field(default_factory=lambda: ["admin"])
+    docs_require_key: bool = Field(False, description="With authentication on, /docs, /redoc and /openapi.json "
+                                                       "need an API key too")
+    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1, description="Largest request body the HTTP tier accepts")
+    max_inflight_produce_bytes: int = Field(
+        256 * 1024 * 1024, ge=1, description="Produce bytes the HTTP tier holds at once; beyond it 429 (back-pressure)")
+    max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
+    shutdown_timeout_s: int = Field(30, ge=1, description="Graceful shutdown: how long in-flight requests may finish")
+
+
+class GroupSettings(BaseModel):
+    """The consumer-group coordinator, with Kafka's names."""
+
+    group_initial_rebalance_delay_ms: int = Field(
+        3000, ge=0, description="group.initial.rebalance.delay.ms: how long a new group fills before its first assignment")
+    group_min_session_timeout_ms: int = Field(1000, ge=1, description="group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = Field(1_800_000, ge=1, description="group.max.session.timeout.ms")
+    offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")
+
+
+class JobSettings(BaseModel):
+    """The maintenance jobs' schedule in `lakelog serve`."""
+
+    jobs_interval_s: int = Field(300, ge=0, description="Seconds between rounds of the jobs (0 = off)")
+
+
+class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, JobSettings):
+    model_config = SettingsConfigDict(env_prefix="LAKELOG_", env_nested_delimiter="__", extra="ignore")
+
+    @property
+    def core(self) -> CoreSettings:
+        return CoreSettings.model_validate(self.model_dump(include=set(CoreSettings.model_fields)))
 
     @field_validator("api_keys_json")
     @classmethod

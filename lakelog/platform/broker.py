@@ -43,7 +43,7 @@ from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
 from lakelog.platform.topic_config import TopicConfig
-from lakelog.settings import Settings
+from lakelog.settings import CoreSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,10 @@ class OpenTopic:
 
 
 class Broker:
-    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
-        self.settings = settings or Settings(**overrides)
+    def __init__(self, settings: CoreSettings | None = None, **overrides: Any) -> None:
+        """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides."""
+        given = settings if settings is not None else Settings(**overrides)
+        self.settings = given.core if isinstance(given, Settings) else given
         self.replicas: ReplicaManager | None = None
         self.storage = Storage.open(self.settings.root, self.settings.storage)
         if self.settings.sites:

@@ -36,6 +36,7 @@ from lakelog.schemas import CATALOG_SCHEMA
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
+CATALOG_CHANGE_ATTEMPTS = 20  # re-read and re-validate this often when other nodes change the catalog
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class Catalog:
         """Compare-and-set on the topic's row: read, validate and commit under this node's lock, and against
         other processes through `SetTransaction("lakelog.topic.<name>", revision)`: a concurrent change of
         the same topic makes the commit fail in delta-rs, and the change is validated again."""
-        for _ in range(20):
+        for _ in range(CATALOG_CHANGE_ATTEMPTS):
             with self._lock:
                 self.refresh()
                 current = self._topics.get(name)

@@ -32,7 +32,13 @@ from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.layout import topic_path
 from lakelog.platform.segment import read_offsets
-from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
+from lakelog.platform.storage import (
+    DELTA_COMMIT_RETRIES,
+    STORAGE_ERRORS,
+    STORAGE_RETRY_PAUSE_S,
+    Storage,
+    is_retriable,
+)
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
@@ -118,7 +124,7 @@ class TopicLog:
         try:
             existing = DeltaTable(uri, storage_options=storage.delta_options())
             empty = existing.version() == 0 and not existing.file_uris()
-        except (DeltaError, OSError):  # a log cut short by a delete in progress
+        except STORAGE_ERRORS:  # a log cut short by a delete in progress
             empty = False
         if not empty:
             raise TopicAlreadyExists(
@@ -225,8 +231,9 @@ class TopicLog:
                     # memory: no log listing per commit, so a long commit log costs nothing here.
                     write_deltalake(
                         self._dt, table, mode="append", writer_properties=WRITER_PROPERTIES,
-                        commit_properties=CommitProperties(app_transactions=txns, max_commit_retries=20,
-                                                           custom_metadata=self._commit_metadata(commit_id)),
+                        commit_properties=CommitProperties(
+                            app_transactions=txns, max_commit_retries=DELTA_COMMIT_RETRIES,
+                            custom_metadata=self._commit_metadata(commit_id)),
                         post_commithook_properties=self._hooks(read_version + 1),
                     )
                 except CommitFailedError as exc:
@@ -235,7 +242,7 @@ class TopicLog:
                     self.conflicts += 1
                     log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
                     failure = "its commits kept conflicting with other writers'"
-                except (DeltaError, OSError) as exc:
+                except STORAGE_ERRORS as exc:
                     committed = self._committed_version(read_version, commit_id)
                     if committed is not None:
                         return self._landed(table, runs, bases, offsets, order, read_version, txns, committed)
@@ -293,7 +300,7 @@ class TopicLog:
         try:
             self.refresh()
         except STORAGE_ERRORS:
-            time.sleep(0.05)
+            time.sleep(STORAGE_RETRY_PAUSE_S)
         if deadline.passed():
             raise deadline.timed_out(f"no commit to {self.name!r} ({cause})")
 
@@ -305,7 +312,7 @@ class TopicLog:
                 info = commit_info(self.storage.read_bytes(commit_uri(self.uri, version)))
                 if info.get(COMMIT_ID) == commit_id:
                     return version
-        except (DeltaError, OSError):
+        except STORAGE_ERRORS:
             pass
         return None
 
@@ -342,7 +349,7 @@ class TopicLog:
                 self._rebuild_index()
 
     def _clean_log(self, checkpoint_version: int) -> None:
-        """Keep the last RETAINED_COMMITS commit files (and the checkpoints they need); see delta_log.clean_commit_log."""
+        """Keep the last RETAINED_COMMITS commit files (and their checkpoints): delta_log.clean_commit_log."""
         try:
             self._cleaned_below = clean_commit_log(self.storage, self.uri, checkpoint_version - RETAINED_COMMITS,
                                                    CHECKPOINT_INTERVAL, self._cleaned_below)
@@ -365,7 +372,7 @@ class TopicLog:
             with self._lock:
                 self._dt.create_write_transaction(
                     actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
-                    commit_properties=CommitProperties(max_commit_retries=20),
+                    commit_properties=CommitProperties(max_commit_retries=DELTA_COMMIT_RETRIES),
                 )
                 self.commits += 1
                 self._dt.update_incremental()

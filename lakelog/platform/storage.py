@@ -29,6 +29,11 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
             "allow_http": "aws_allow_http", "aws_conditional_put": "conditional_put"}
 
 
+# How long a writer waits before trying storage again after an error it may pass (then it refreshes
+# and retries, until its deadline), and how often delta-rs may rebase a commit onto others' commits.
+STORAGE_RETRY_PAUSE_S = 0.05
+DELTA_COMMIT_RETRIES = 20
+
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
 # connection errors through), delta-rs. Callers that survive a failing store catch these, not
 # Exception, so that a plain bug still surfaces.

@@ -17,7 +17,6 @@ from typing import Callable
 
 import pyarrow as pa
 from deltalake import write_deltalake
-from deltalake.exceptions import DeltaError
 
 from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
@@ -25,7 +24,7 @@ from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.layout import OFFSETS_TABLE
 from lakelog.platform.records import TopicPartition
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
 from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -129,17 +128,17 @@ class OffsetStore:
             try:
                 write_deltalake(self._dt, table, mode="append")
                 break
-            except (DeltaError, OSError) as exc:
+            except STORAGE_ERRORS as exc:
                 self.failures += 1
                 if time.monotonic() >= deadline:
                     error = StorageUnavailable(f"could not commit offsets: {exc}")
                     for pending in batch:
                         fail(pending.future, error)
                     return
-                time.sleep(0.05)
+                time.sleep(STORAGE_RETRY_PAUSE_S)
                 try:
                     self._dt.update_incremental()
-                except (DeltaError, OSError):
+                except STORAGE_ERRORS:
                     pass
         self._last_ms = stamp
         self.commits += 1
