@@ -26,6 +26,8 @@ test: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	@command -v hey >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq hey) >/dev/null 2>&1 || \
+		echo "hey (Debian package) is not installed: the single-record HTTP figures are skipped"
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 clean:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,8 @@ from lakelog.platform import Broker
 from lakelog.settings import Settings
 
 SUITE = "http"
+SINGLE_RECORD_BEFORE = 735  # requests/s: single-record produce saturation measured (hey) before the produce rework
+HEY_CONNECTIONS = 50
 CLIENTS = 4
 JSON_BATCH = 1000
 ARROW_BATCH = 10_000
@@ -202,6 +205,52 @@ async def _single_record_latency(port: int, topic: str, rate: int, seconds: floa
     return latencies, errors
 
 
+def hey(url: str, seconds: float, rate_per_connection: int | None = None,
+        json_body: bytes | None = None) -> tuple[float, float, float] | None:
+    """Requests/s, p50 and p99 (ms) as measured by `hey` (a C-speed load generator: a Python client on the
+    same 2 cores would measure itself); None when hey is not installed (`apt-get install hey`)."""
+    if shutil.which("hey") is None:
+        return None
+    command = ["hey", "-z", f"{seconds:g}s", "-c", str(HEY_CONNECTIONS)]
+    if rate_per_connection:
+        command += ["-q", str(rate_per_connection)]
+    with tempfile.NamedTemporaryFile(suffix=".json") as body:
+        if json_body is not None:
+            body.write(json_body)
+            body.flush()
+            command += ["-m", "POST", "-T", "application/json", "-D", body.name]
+        out = subprocess.run([*command, url], capture_output=True, text=True, timeout=seconds + 120).stdout
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p50, p99 = re.search(r"50% in ([\d.]+) secs", out), re.search(r"99% in ([\d.]+) secs", out)
+    if not (rate and p50 and p99):
+        return None
+    return float(rate.group(1)), float(p50.group(1)) * 1000, float(p99.group(1)) * 1000
+
+
+def single_record_figures(server: "Server", topic: str, seconds: float) -> list[Figure]:
+    """Per-request CPU: single-record produce at saturation and at 500 requests/s offered, next to the
+    framework's own ceiling (GET /healthz) measured the same way in the same run."""
+    body = orjson.dumps({"records": [{"key": "k1", "value": VALUE}]})
+    records = f"{server.url}/v1/topics/{topic}/records"
+    hey(records, 2, json_body=body)  # warm-up
+    ceiling = hey(f"{server.url}/healthz", seconds)
+    saturated = hey(records, seconds, json_body=body)
+    offered = hey(records, seconds, rate_per_connection=500 // HEY_CONNECTIONS, json_body=body)
+    if ceiling is None or saturated is None or offered is None:
+        return [Figure(SUITE, "single-record produce with hey", float("nan"), "", note="hey not installed")]
+    target = 3 * SINGLE_RECORD_BEFORE
+    return [
+        Figure(SUITE, f"framework ceiling: GET /healthz, {HEY_CONNECTIONS} connections (hey)", ceiling[0],
+               "requests/s", note="reference"),
+        Figure(SUITE, f"single-record produce at saturation, {HEY_CONNECTIONS} connections (hey)", saturated[0],
+               "requests/s", f">= {target:,} (3x {SINGLE_RECORD_BEFORE})", saturated[0] >= target,
+               saturated[0] / ceiling[0], f"ratio to the ceiling; p99 {saturated[2]:.0f} ms"),
+        Figure(SUITE, "single-record produce at 500 requests/s offered (hey), p50", offered[1], "ms"),
+        Figure(SUITE, "single-record produce at 500 requests/s offered (hey), p99", offered[2], "ms", "<= 50",
+               offered[2] <= 50, note=f"{offered[0]:.0f} requests/s served"),
+    ]
+
+
 def _run_async(coroutine: Any) -> Any:
     try:  # a lighter event loop for the load generator when available
         import uvloop
@@ -275,6 +324,8 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         figures.append(Figure(SUITE, f"Arrow IPC produce, {ARROW_BATCH:,} records/request, {CLIENTS} clients", rate,
                               "records/s", ">= 400,000", rate >= 400_000, rate / core_arrow,
                               f"ratio to core; {errors} errors"))
+        console.log("http: single-record produce with hey: saturation and 500 requests/s offered")
+        figures += single_record_figures(server, "single", seconds)
         console.log("http: single-record produce at 1,000 requests/s")
         latencies, errors = _run_async(_single_record_latency(server.port, "single", 1000, seconds))
         figures.append(Figure(SUITE, "single-record produce at 1,000 requests/s, p50", percentile(latencies, 50),
