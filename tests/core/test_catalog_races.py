@@ -90,6 +90,8 @@ def test_concurrent_creates_on_one_node_one_wins(local_broker: Broker) -> None:
     assert sorted(map(str, outcomes)).count("TOPIC_ALREADY_EXISTS") == 7, outcomes
     winner = next(o for o in outcomes if isinstance(o, int))
     assert local_broker.topic("same").partitions == winner
+    local_broker.produce("same", [Record(b"x", partition=p) for p in range(winner)])
+    assert sorted(assert_topic_intact(local_broker.settings.root, "same")) == list(range(winner))
 
 
 def test_partition_counts_never_decrease_on_one_node(local_broker: Broker) -> None:
@@ -111,6 +113,9 @@ def test_partition_counts_never_decrease_on_one_node(local_broker: Broker) -> No
         # +3 then +7 both succeed; +7 then +3 refuses the smaller count: either way the larger one stands.
         assert outcomes[0] == before + 7 and outcomes[1] in (before + 3, "INVALID_PARTITIONS")
         assert local_broker.topic("grow").partitions == before + 7
+    total = local_broker.topic("grow").partitions
+    local_broker.produce("grow", [Record(b"x", partition=p) for p in range(total)])
+    assert sorted(assert_topic_intact(local_broker.settings.root, "grow")) == list(range(total))
 
 
 def test_creating_a_topic_never_deletes_an_existing_table(local_broker: Broker) -> None:

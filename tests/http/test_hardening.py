@@ -71,6 +71,7 @@ def test_concurrent_creates_of_one_name_one_wins_the_others_409(start_server) ->
             assert len(c.get("/v1/topics/race").json()["partitions"]) == len(winner["partitions"])
             c.post("/v1/topics/race/records", json={"records": [{"value": "kept", "partition": 0}]})
             assert [r["value"] for r in fetch_all(c, "race", 0)] == ["kept"]
+            assert_topic_intact(server.settings.root, "race")
             assert c.delete("/v1/topics/race").status_code == 200
         barrier.reset()
 
@@ -90,8 +91,11 @@ def test_concurrent_partition_increases_never_decrease_the_count(start_server) -
         to8, to4 = pool.map(grow, [8, 4])
     with server.client() as c:
         final = len(c.get("/v1/topics/grow").json()["partitions"])
+        written = c.post("/v1/topics/grow/records", json={"records": [{"value": "x", "partition": p}
+                                                                     for p in range(final)]})
     assert to8.status_code == 200, to8.text
-    assert final == 8
+    assert final == 8 and written.status_code == 200, written.text
+    assert sorted(assert_topic_intact(server.settings.root, "grow")) == list(range(8))
     # Whichever came second: 4 after 8 is refused; 4 before 8 was fine and 8 then grew it.
     assert to4.status_code in (200, 422)
     if to4.status_code == 422:
