@@ -14,6 +14,7 @@ from starlette.responses import Response
 from lakelog.ingest_api import errors
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
+from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.models import ProduceRequest
 from lakelog.ingest_api.routes import admin, groups, records, topics
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     errors.install(app, count_error)
     if settings.docs_require_key and settings.authentication:
         _guard_docs(app)
+    app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router):
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

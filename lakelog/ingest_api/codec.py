@@ -1,8 +1,8 @@
 """Record lists in and out, in bulk: JSON, NDJSON and Arrow IPC bodies to Arrow tables, fetched tables to JSON.
 
-The hot path: orjson parses the body, one loop per record checks the shape
-and collects columns, and Arrow builds the arrays in bulk. No per-record
-pydantic model.
+The hot path: orjson parses the body and one loop per record checks the shape
+and collects columns of bytes (`RecordColumns`). No per-record pydantic model and
+no Arrow work per request: the core builds one Arrow table per flush.
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ import orjson
 import pyarrow as pa
 
 from lakelog.ingest_api.errors import MalformedRequest, SchemaViolation
-from lakelog.platform.records import IDEMPOTENCY_BASE, FetchResult, ProducerBatch, idempotency_key_batch
-from lakelog.schemas import HEADERS_TYPE
+from lakelog.platform.records import (
+    IDEMPOTENCY_BASE,
+    FetchResult,
+    ProducerBatch,
+    RecordColumns,
+    idempotency_key_batch,
+)
 
 FORMATS = ("json", "string", "base64")
 RECORD_FIELDS = frozenset({"key", "value", "headers", "partition", "timestamp"})
@@ -30,7 +35,7 @@ NDJSON = "application/x-ndjson"
 
 @dataclass(frozen=True)
 class ParsedProduce:
-    table: pa.Table
+    records: RecordColumns | pa.Table  # JSON bodies as columns, Arrow bodies as the table sent
     producer: dict[str, Any]  # producer_id, producer_epoch, sequence found in the body
 
 
@@ -50,7 +55,7 @@ def parse_json_body(body: bytes) -> ParsedProduce:
     key_format = check_format(doc.get("key_format", "string"), "key_format")
     value_format = check_format(doc.get("value_format", "string"), "value_format")
     producer = {name: doc[name] for name in ("producer_id", "producer_epoch", "sequence") if doc.get(name) is not None}
-    return ParsedProduce(records_table(records, key_format, value_format), producer)
+    return ParsedProduce(record_columns(records, key_format, value_format), producer)
 
 
 def parse_ndjson_body(body: bytes, key_format: str, value_format: str) -> ParsedProduce:
@@ -63,8 +68,8 @@ def parse_ndjson_body(body: bytes, key_format: str, value_format: str) -> Parsed
                 raise MalformedRequest(f"malformed JSON on line {number}: {exc}") from None
     if not records:
         raise SchemaViolation("no records: send one JSON record object per line")
-    return ParsedProduce(records_table(records, check_format(key_format, "key_format"),
-                                      check_format(value_format, "value_format")), {})
+    return ParsedProduce(record_columns(records, check_format(key_format, "key_format"),
+                                        check_format(value_format, "value_format")), {})
 
 
 def parse_arrow_body(body: bytes) -> ParsedProduce:
@@ -86,8 +91,9 @@ def check_format(value: Any, name: str) -> str:
     return value
 
 
-def records_table(items: list[Any], key_format: str, value_format: str) -> pa.Table:
-    """Columns key, value (binary) and, when any record has them, headers, partition, timestamp."""
+def record_columns(items: list[Any], key_format: str, value_format: str) -> RecordColumns:
+    """Keys and values as bytes and, when any record has them, headers, partitions and timestamps; one loop,
+    no Arrow: the core builds one table per flush."""
     keys: list[Any] = []
     values: list[Any] = []
     headers: list[Any] | None = None
@@ -120,14 +126,7 @@ def records_table(items: list[Any], key_format: str, value_format: str) -> pa.Ta
             timestamps.append(_int(item["timestamp"], i, "timestamp", MAX_INT64))
         elif timestamps is not None:
             timestamps.append(None)
-    columns = {"key": _binary_array(keys, key_format), "value": _binary_array(values, value_format)}
-    if headers is not None:
-        columns["headers"] = pa.array(headers, HEADERS_TYPE)
-    if partitions is not None:
-        columns["partition"] = pa.array(partitions, pa.int64())
-    if timestamps is not None:
-        columns["timestamp"] = pa.array(timestamps, pa.int64())
-    return pa.table(columns)
+    return RecordColumns(keys, values, headers, timestamps, partitions)
 
 
 def _loads(body: bytes) -> Any:
@@ -137,9 +136,11 @@ def _loads(body: bytes) -> Any:
         raise MalformedRequest(f"malformed JSON: {exc}") from None
 
 
-def _string(value: Any, i: int, name: str) -> Any:
-    if value is None or type(value) is str:
-        return value
+def _string(value: Any, i: int, name: str) -> bytes | None:
+    if type(value) is str:
+        return value.encode()  # orjson refuses lone surrogates: every string it gives encodes
+    if value is None:
+        return None
     raise SchemaViolation(f"records[{i}].{name} must be a string (or null) under {name}_format=string; "
                           f"use {name}_format=json for embedded JSON")
 
@@ -160,14 +161,6 @@ def _base64(value: Any, i: int, name: str) -> bytes | None:
 
 
 _ENCODERS: dict[str, Callable[[Any, int, str], Any]] = {"string": _string, "json": _json, "base64": _base64}
-
-
-def _binary_array(values: list[Any], fmt: str) -> pa.Array:
-    """Strings are UTF-8 encoded by Arrow itself (no per-record encode, no cast)."""
-    try:
-        return pa.array(values, pa.binary())
-    except (pa.ArrowInvalid, UnicodeEncodeError) as exc:  # lone surrogates cannot be UTF-8
-        raise MalformedRequest(f"a {fmt} field is not valid Unicode: {exc}") from None
 
 
 def _int(value: Any, i: int, name: str, upper: int) -> int | None:

@@ -7,7 +7,7 @@ name where one fits; 503 answers carry `Retry-After`.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from fastapi import FastAPI, Request
@@ -133,30 +133,29 @@ def validation_message(exc: RequestValidationError) -> tuple[int, str]:
     return 422, "; ".join(problems) or "invalid request"
 
 
-def install(app: FastAPI, on_error: Any = None) -> None:
-    """Register the handlers; `on_error(code)` counts errors by code."""
+def response_for(exc: Exception) -> tuple[Response, str]:
+    """The one mapping of errors to HTTP answers, and the error code each is counted under."""
+    if isinstance(exc, core.LakelogError):
+        return lakelog_error_response(exc), exc.code
+    if isinstance(exc, RequestValidationError):
+        status, message = validation_message(exc)
+        return error_response(status, "INVALID_REQUEST", message, False), "INVALID_REQUEST"
+    if isinstance(exc, StarletteHTTPException):
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "INVALID_REQUEST")
+        return error_response(exc.status_code, code, str(exc.detail), False), code
+    log.exception("unexpected error", exc_info=exc)
+    return (error_response(500, "UNKNOWN_SERVER_ERROR", f"unexpected error: {type(exc).__name__}", False),
+            "UNKNOWN_SERVER_ERROR")
 
-    def counted(response: Response, code: str) -> Response:
+
+def install(app: FastAPI, on_error: Callable[[str], None] | None = None) -> None:
+    """Register `response_for` as the handler of every error; `on_error(code)` counts errors by code."""
+
+    async def handle(_: Request, exc: Exception) -> Response:
+        response, code = response_for(exc)
         if on_error is not None:
             on_error(code)
         return response
 
-    @app.exception_handler(core.LakelogError)
-    async def _lakelog(_: Request, exc: core.LakelogError) -> Response:
-        return counted(lakelog_error_response(exc), exc.code)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> Response:
-        status, message = validation_message(exc)
-        return counted(error_response(status, "INVALID_REQUEST", message, False), "INVALID_REQUEST")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "INVALID_REQUEST")
-        return counted(error_response(exc.status_code, code, str(exc.detail), False), code)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> Response:
-        log.exception("unexpected error")
-        return counted(error_response(500, "UNKNOWN_SERVER_ERROR", f"unexpected error: {type(exc).__name__}", False),
-                       "UNKNOWN_SERVER_ERROR")
+    for kind in (core.LakelogError, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(kind, handle)

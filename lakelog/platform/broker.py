@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -32,9 +32,10 @@ from lakelog.platform.records import (
     ProducerBatch,
     Record,
     Stamp,
+    RecordColumns,
     arrow_to_table,
-    content_digest,
-    records_to_table,
+    columns_to_table,
+    records_to_columns,
     stamp,
     validate_records,
 )
@@ -217,33 +218,36 @@ class Broker:
     def produce_async(
         self,
         topic: str,
-        records: Sequence[Record] | pa.Table,
+        records: Sequence[Record] | RecordColumns | pa.Table,
         acks: Any = 1,
         timeout_ms: int | None = None,
         producer: ProducerBatch | None = None,
     ) -> Future:
-        """Validate at the door, queue for the next flush; the future gives a ProduceResult."""
+        """Partition and queue for the next flush, which checks the records (`validate_records`) in bulk with
+        the other calls it commits; the future gives a ProduceResult or the error of a bad record."""
         acks_level = parse_acks(acks)
         opened = self._open(topic)
-        table, explicit = arrow_to_table(records) if isinstance(records, pa.Table) else records_to_table(records)
-        validate_records(table, opened.meta.config)
+        config = opened.meta.config
+        if isinstance(records, pa.Table):
+            batch, explicit = arrow_to_table(records)
+            keys: Any = batch.column("key")
+        else:
+            batch = records if isinstance(records, RecordColumns) else records_to_columns(records)
+            explicit, keys = batch.partitions, batch.keys
         if producer is not None:
             _check_producer(producer)
-            if producer.keyed:
-                producer = replace(producer, content_digest=content_digest(table))
-        partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
-                                               topic)
+        partitions = opened.partitioner.assign(keys, explicit, opened.meta.partitions, topic)
         replicate = acks_level == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
-            self.replicas.ensure_in_sync(topic, opened.meta.config.min_insync_replicas)
-        pending = PendingProduce(table, partitions, self._deadline(timeout_ms), opened.meta.config.timestamp_type,
-                                 producer)
-        future = opened.writer.submit(pending)
+            self.replicas.ensure_in_sync(topic, config.min_insync_replicas)
+        if acks_level == 0:  # answered before the flush: bad records must be refused here
+            validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
+        future = opened.writer.submit(PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer))
         if replicate:
             return self._after_replication(opened, future)
         if acks_level == 0:
             done: Future = Future()
-            n = table.num_rows
+            n = len(partitions)
             done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
             return done
         return future

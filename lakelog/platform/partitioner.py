@@ -110,37 +110,54 @@ class Partitioner:
 
     def assign(
         self,
-        keys: pa.Array | Sequence[bytes | None],
+        keys: pa.Array | pa.ChunkedArray | Sequence[bytes | None],
         explicit: Sequence[int | None] | None,
         partitions: int,
         topic: str = "",
     ) -> np.ndarray:
         """Partition per record: explicit if given, else by key hash, else the batch's sticky partition."""
+        if explicit is not None:
+            wrong = next((p for p in explicit if p is not None and not 0 <= p < partitions), None)
+            if wrong is not None:
+                raise UnknownTopicOrPartition(
+                    f"partition {wrong} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
+                )
+        if len(keys) <= SMALL_BATCH:  # the common tiny request: key by key, no array work
+            return self._assign_few(keys.to_pylist() if isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys,
+                                    explicit, partitions)
         if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
             keys = pa.array(list(keys), pa.binary())
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
-        result = self._hash_keys(keys) % np.uint32(partitions)
+        result = (murmur2_array(keys) & np.uint32(0x7FFFFFFF) if self._hash_name == "murmur2"
+                  else self._hash_each(keys.to_pylist())) % np.uint32(partitions)
         result = result.astype(np.int32)
         null_keys = np.asarray(keys.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         if explicit is not None:
             given = np.array([-1 if p is None else p for p in explicit], dtype=np.int64)
             chosen = given != -1
-            bad = chosen & ((given < 0) | (given >= partitions))
-            if bad.any() or any(p is not None and p < 0 for p in explicit):
-                wrong = next(p for p in explicit if p is not None and not 0 <= p < partitions)
-                raise UnknownTopicOrPartition(
-                    f"partition {wrong} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
-                )
             result[chosen] = given[chosen]
             null_keys &= ~chosen
         if null_keys.any():
             result[null_keys] = self.next_sticky(partitions)
         return result
 
-    def _hash_keys(self, keys: pa.Array) -> np.ndarray:
-        if self._hash_name == "murmur2" and len(keys) > SMALL_BATCH:
-            return murmur2_array(keys) & np.uint32(0x7FFFFFFF)
+    def _assign_few(self, keys: Sequence[bytes | None], explicit: Sequence[int | None] | None,
+                    partitions: int) -> np.ndarray:
         hash_ = HASHES[self._hash_name]
-        hashed = [0 if k is None else hash_(k) & 0x7FFFFFFF for k in keys.to_pylist()]
-        return np.array(hashed, dtype=np.uint32)
+        sticky: int | None = None
+        chosen = []
+        for i, key in enumerate(keys):
+            partition = None if explicit is None else explicit[i]
+            if partition is None:
+                if key is not None:
+                    partition = (hash_(key) & 0x7FFFFFFF) % partitions
+                else:
+                    sticky = self.next_sticky(partitions) if sticky is None else sticky
+                    partition = sticky
+            chosen.append(partition)
+        return np.array(chosen, dtype=np.int32)
+
+    def _hash_each(self, keys: list[bytes | None]) -> np.ndarray:
+        hash_ = HASHES[self._hash_name]
+        return np.array([0 if k is None else hash_(k) & 0x7FFFFFFF for k in keys], dtype=np.uint32)

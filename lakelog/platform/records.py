@@ -156,20 +156,78 @@ def table_to_records(topic: str, table: pa.Table) -> list[ConsumerRecord]:
     ]
 
 
-def records_to_table(records: Sequence[Record]) -> tuple[pa.Table, list[int | None] | None]:
-    """Bulk-convert records; returns the table and the explicit partitions (None when none given)."""
+@dataclass(frozen=True)
+class RecordColumns:
+    """One produce call's records as Python columns: the form small calls keep until their flush builds one
+    Arrow table for all of them (`columns_to_table`), so a tiny request costs no Arrow work of its own.
+
+    Keys and values are bytes (or None); headers `{"key": str, "value": bytes | None}` lists; timestamps
+    ms (None: the broker's clock when the call arrived, `received_ms`)."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[dict] | None] | None = None
+    timestamps: list[int | None] | None = None
+    partitions: list[int | None] | None = None  # explicit partitions, None where the partitioner chooses
+    received_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def nbytes(self) -> int:
+        """Keys and values: what counts towards a flush's `batch.bytes`."""
+        return sum(map(len, filter(None, self.values))) + sum(map(len, filter(None, self.keys)))
+
+
+def records_to_columns(records: Sequence[Record]) -> RecordColumns:
+    """The Record-list form as columns."""
     if not records:
         raise InvalidRecord("no records given")
-    try:
-        keys = pa.array([r.key for r in records], pa.binary())
-        values = pa.array([r.value for r in records], pa.binary())
-        headers = pa.array([_headers(r.headers) for r in records], HEADERS_TYPE)
-        timestamps = pa.array([r.timestamp_ms for r in records], pa.int64())
-    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise InvalidRecord(f"bad record field: {exc}") from None
+    headers = [_headers(r.headers) for r in records]
+    timestamps = [r.timestamp_ms for r in records]
     partitions = [r.partition for r in records]
-    explicit = partitions if any(p is not None for p in partitions) else None
-    return _file_table(keys, values, headers, timestamps), explicit
+    return RecordColumns([_as_bytes(r.key, i, "key") for i, r in enumerate(records)],
+                         [_as_bytes(r.value, i, "value") for i, r in enumerate(records)],
+                         headers if any(h is not None for h in headers) else None,
+                         timestamps if any(t is not None for t in timestamps) else None,
+                         partitions if any(p is not None for p in partitions) else None)
+
+
+def _as_bytes(data: object, i: int, name: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data  # type: ignore[return-value]
+    if isinstance(data, str):
+        try:
+            return data.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidRecord(f"bad record field: record {i}'s {name} is not valid Unicode: {exc}") from None
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidRecord(f"bad record field: record {i}'s {name} must be bytes (or None), got {type(data).__name__}")
+
+
+def columns_to_table(calls: Sequence[RecordColumns]) -> pa.Table:
+    """Many calls' columns as one TOPIC_FILE_SCHEMA table, built in bulk; raises InvalidRecord naming the
+    first field Arrow cannot take (a value that is not bytes, a header key that is not a string)."""
+    keys = [k for call in calls for k in call.keys]
+    values = [v for call in calls for v in call.values]
+    n = len(values)
+    try:
+        headers = pa.array([h for call in calls for h in (call.headers or [None] * len(call))], HEADERS_TYPE) \
+            if any(call.headers for call in calls) else pa.nulls(n, HEADERS_TYPE)
+        timestamps = pa.array(
+            [call.received_ms if t is None else t for call in calls
+             for t in (call.timestamps or [call.received_ms] * len(call))], pa.int64())
+        return _file_table(pa.array(keys, pa.binary()), pa.array(values, pa.binary()), headers, timestamps)
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise InvalidRecord(f"bad record field: {exc}") from None
+
+
+def records_to_table(records: Sequence[Record]) -> tuple[pa.Table, list[int | None] | None]:
+    """Bulk-convert records; returns the table and the explicit partitions (None when none given)."""
+    columns = records_to_columns(records)
+    return columns_to_table([columns]), columns.partitions
 
 
 def arrow_to_table(batch: pa.Table) -> tuple[pa.Table, list[int | None] | None]:

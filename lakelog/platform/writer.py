@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -23,30 +23,45 @@ from lakelog.platform.errors import LakelogError
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager
-from lakelog.platform.records import ProduceResult, ProducerBatch, Stamp, stamp
-from lakelog.platform.topic_config import TimestampType
+from lakelog.platform.records import (
+    ProduceResult,
+    ProducerBatch,
+    RecordColumns,
+    Stamp,
+    columns_to_table,
+    content_digest,
+    stamp,
+    validate_records,
+)
+from lakelog.platform.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class PendingProduce:
-    """One produce call, validated and partitioned, waiting for the next flush."""
+    """One produce call, partitioned, waiting for the next flush. Its records are checked there, in bulk with
+    the flush's other calls: a small call's columns become Arrow only as part of the flush's one table."""
 
-    table: pa.Table  # TOPIC_FILE_SCHEMA rows, offsets not yet assigned
+    records: RecordColumns | pa.Table  # a table is TOPIC_FILE_SCHEMA rows (`arrow_to_table`), offsets not assigned
     partitions: np.ndarray  # int32, one per row
     deadline: Deadline
-    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    config: TopicConfig
     producer: ProducerBatch | None = None
     future: Future = field(default_factory=Future)
+    table: pa.Table | None = None  # the records as Arrow, set by the flush that checked them
+
+    @property
+    def rows(self) -> int:
+        return len(self.records) if isinstance(self.records, RecordColumns) else self.records.num_rows
 
     @property
     def nbytes(self) -> int:
-        return self.table.nbytes
+        return self.records.nbytes
 
     @property
     def stamp(self) -> Stamp:
-        return Stamp(self.table.num_rows, self.timestamp_type, self.producer)
+        return Stamp(self.rows, self.config.timestamp_type, self.producer)
 
 
 class TopicWriter:
@@ -93,10 +108,10 @@ class TopicWriter:
         self._flushes.close(timeout)
 
     def _flush(self, batch: list[PendingProduce]) -> None:
-        accepted = self._admit(batch)
+        accepted = self._admit(checked([p for p in batch if not p.future.done()]))
         if not accepted:
             return
-        table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
+        table = _concat([p.table for p in accepted])  # type: ignore[misc]
         partitions = np.concatenate([p.partitions for p in accepted])
         table = stamp(table, [p.stamp for p in accepted], now_ms())
         deadline = Deadline.earliest([p.deadline for p in accepted])
@@ -116,12 +131,12 @@ class TopicWriter:
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
         start = 0
         for pending in accepted:
-            end = start + pending.table.num_rows
+            end = start + pending.rows
             result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end],
                                    version=appended.version)
             if pending.producer is not None:
                 try:
-                    self.producers.record(pending.producer, pending.table.num_rows, result)
+                    self.producers.record(pending.producer, pending.rows, result)
                 except Exception:  # a retry then finds the batch in the log instead
                     log.exception("producer state of %s not recorded", self.log.name)
                     self.producers.forget(pending.producer.producer_id)
@@ -144,7 +159,7 @@ class TopicWriter:
             if producer is None:
                 accepted.append(pending)
                 continue
-            count = pending.table.num_rows
+            count = pending.rows
             try:
                 original = self.producers.check(producer, count, in_flush)
             except LakelogError as exc:
@@ -156,3 +171,49 @@ class TopicWriter:
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)
         return accepted
+
+
+def checked(calls: list[PendingProduce]) -> list[PendingProduce]:
+    """Each call's records as Arrow (`call.table`), checked in bulk for the whole flush. When a check fails,
+    each call is checked on its own: a call with a bad record is answered with that error (naming the record
+    by its place in the call) and changes nothing; the others go on."""
+    try:
+        _as_tables(calls)
+        configs = {id(call.config): call.config for call in calls}
+        if len(configs) == 1 and calls:
+            validate_records(_concat([call.table for call in calls]), calls[0].config)  # type: ignore[misc]
+        else:
+            for call in calls:
+                validate_records(call.table, call.config)  # type: ignore[arg-type]
+    except LakelogError:
+        return [call for call in calls if _checked_alone(call)]
+    return calls
+
+
+def _checked_alone(call: PendingProduce) -> bool:
+    try:
+        _as_tables([call])
+        validate_records(call.table, call.config)  # type: ignore[arg-type]
+    except LakelogError as exc:
+        fail(call.future, exc)
+        return False
+    return True
+
+
+def _as_tables(calls: list[PendingProduce]) -> None:
+    """Set each call's table: the columnar calls as slices of one table built for all of them."""
+    columnar = [call for call in calls if isinstance(call.records, RecordColumns)]
+    whole = columns_to_table([call.records for call in columnar]) if columnar else None  # type: ignore[misc]
+    start = 0
+    for call in calls:
+        if isinstance(call.records, RecordColumns):
+            call.table = whole.slice(start, len(call.records))  # type: ignore[union-attr]
+            start += len(call.records)
+        else:
+            call.table = call.records
+        if call.producer is not None and call.producer.keyed:  # a retry must carry the same records
+            call.producer = replace(call.producer, content_digest=content_digest(call.table))
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]

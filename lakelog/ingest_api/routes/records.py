@@ -143,7 +143,7 @@ async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedP
     if topic not in services.open_topics:  # first use opens the topic's table: storage I/O, off the event loop
         await blocking(services.broker.topic, topic)
         services.open_topics.add(topic)
-    future = services.broker.produce_async(topic, parsed.table, acks, timeout_ms, producer)  # type: ignore[arg-type]
+    future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)  # type: ignore[arg-type]
     # The core owns the deadline: the writer answers this future by then, with REQUEST_TIMED_OUT at worst.
     # Shielded: the flush thread owns the future; a client that goes away must not cancel it.
     return await asyncio.shield(asyncio.wrap_future(future))

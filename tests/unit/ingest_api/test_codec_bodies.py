@@ -19,11 +19,17 @@ def arrow(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def test_json_records_to_columns() -> None:
-    parsed = parse_json_body(b'{"records": [{"key": "k", "value": "v", "partition": 1}, {"value": null}]}')
-    assert parsed.table.column("key").to_pylist() == [b"k", None]
-    assert parsed.table.column("value").to_pylist() == [b"v", None]
-    assert parsed.table.column("partition").to_pylist() == [1, None]
+def test_json_records_to_columns_of_bytes() -> None:
+    parsed = parse_json_body(b'{"records": [{"key": "k", "value": "v\xc3\xa9", "partition": 1}, {"value": null}]}')
+    assert parsed.records.keys == [b"k", None]
+    assert parsed.records.values == ["v\u00e9".encode(), None]
+    assert parsed.records.partitions == [1, None]
+    assert parsed.records.timestamps is None and parsed.records.headers is None
+
+
+def test_a_lone_surrogate_is_refused_as_malformed_json() -> None:
+    with pytest.raises(MalformedRequest, match="malformed JSON: no low surrogate"):
+        parse_json_body(b'{"records": [{"value": "\\ud800"}]}')
 
 
 @pytest.mark.parametrize("body,error,message", [
@@ -40,14 +46,14 @@ def test_json_shapes_are_strict(body: bytes, error: type, message: str) -> None:
 
 def test_ndjson_with_formats() -> None:
     parsed = parse_ndjson_body(b'{"value": "aGk="}\n\n{"value": "eW8="}\n', "string", "base64")
-    assert parsed.table.column("value").to_pylist() == [b"hi", b"yo"]
+    assert parsed.records.values == [b"hi", b"yo"]
     with pytest.raises(MalformedRequest, match="line 2"):
         parse_ndjson_body(b'{"value": "a"}\n{oops\n', "string", "string")
 
 
 def test_one_arrow_stream_and_nothing_after_it() -> None:
     body = arrow(pa.table({"value": [b"a", b"b"]}))
-    assert parse_arrow_body(body).table.num_rows == 2
+    assert parse_arrow_body(body).records.num_rows == 2
     with pytest.raises(MalformedRequest, match="7 bytes after the end of the Arrow stream"):
         parse_arrow_body(body + b"garbage")
     with pytest.raises(MalformedRequest, match="not an Arrow IPC stream"):

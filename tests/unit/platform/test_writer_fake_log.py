@@ -10,10 +10,11 @@ import pyarrow as pa
 import pytest
 
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import RequestTimedOut, StorageUnavailable
+from lakelog.platform.errors import InvalidTimestamp, RecordTooLarge, RequestTimedOut, StorageUnavailable
 from lakelog.platform.log import Appended
 from lakelog.platform.producer_state import ProducerStateManager
-from lakelog.platform.records import ProducerBatch, Record, records_to_table
+from lakelog.platform.records import ProducerBatch, Record, records_to_columns
+from lakelog.platform.topic_config import parse_topic_config
 from lakelog.platform.topic_config import TimestampType
 from lakelog.platform.writer import PendingProduce, TopicWriter
 
@@ -45,11 +46,15 @@ class FakeLog:
         return pa.table({"producer_epoch": pa.array([], pa.int16()), "sequence": pa.array([], pa.int32())})
 
 
+CONFIGS = {TimestampType.CREATE_TIME: parse_topic_config({"max.message.bytes": 100}),
+           TimestampType.LOG_APPEND_TIME: parse_topic_config({"message.timestamp.type": "LogAppendTime"})}
+
+
 def pending(*values: bytes, partition: int = 0, ms: int = 5_000, producer: ProducerBatch | None = None,
-            kind: TimestampType = TimestampType.CREATE_TIME) -> PendingProduce:
-    table = records_to_table([Record(v) for v in values])[0]
-    return PendingProduce(table, np.full(len(values), partition, dtype=np.int32), Deadline.after_ms(ms), kind,
-                          producer)
+            kind: TimestampType = TimestampType.CREATE_TIME, timestamp: int | None = None) -> PendingProduce:
+    columns = records_to_columns([Record(v, timestamp_ms=timestamp) for v in values])
+    return PendingProduce(columns, np.full(len(values), partition, dtype=np.int32), Deadline.after_ms(ms),
+                          CONFIGS[kind], producer)
 
 
 @pytest.fixture
@@ -73,6 +78,20 @@ def test_calls_within_the_linger_share_one_commit_and_get_their_own_offsets(writ
     assert len(fake.appends) == 1
     assert [r.offsets.tolist() for r in results] == [[0, 1], [0], [2]]
     assert [r.partitions.tolist() for r in results] == [[0, 0], [1], [0]]
+
+
+def test_a_bad_record_fails_its_own_call_only_and_the_flush_builds_one_table(writer: TopicWriter,
+                                                                           fake: FakeLog) -> None:
+    futures = [writer.submit(pending(b"a")), writer.submit(pending(b"ok", b"x" * 101)),
+               writer.submit(pending(b"b", timestamp=-1)), writer.submit(pending(b"c", partition=1))]
+    assert futures[0].result(5).offsets.tolist() == [0]
+    with pytest.raises(RecordTooLarge, match="record 1 is 101 bytes"):
+        futures[1].result(5)
+    with pytest.raises(InvalidTimestamp, match="record 0 has timestamp -1"):
+        futures[2].result(5)
+    assert futures[3].result(5).offsets.tolist() == [0]
+    assert len(fake.appends) == 1
+    assert fake.appends[0].column("value").to_pylist() == [b"a", b"c"]  # nothing of the refused calls
 
 
 def test_log_append_time_is_stamped_per_call(writer: TopicWriter, fake: FakeLog) -> None:
