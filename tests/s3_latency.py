@@ -410,6 +410,10 @@ class DelayProxy:
             proc.wait()
         proc.stdout.close()  # type: ignore[union-attr]
 
+    def open_connections(self) -> int:
+        """Connections the proxy is forwarding now (for debugging a client that leaks them)."""
+        return int(self._call("open"))  # type: ignore[arg-type]
+
     def _call(self, op: str, **args: object) -> object:
         if self._proc is None:
             raise RuntimeError("proxy not started")
