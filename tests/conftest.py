@@ -8,9 +8,12 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from s3_latency import CounterView, DelayProxy
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -37,6 +40,27 @@ class S3Endpoint:
 
     def root(self, name: str = "") -> str:
         return f"s3://{self.bucket}/{name or uuid.uuid4().hex[:10]}"
+
+
+class ProxiedS3(S3Endpoint):
+    """An S3 endpoint seen through a DelayProxy (tests/s3_latency.py): the proxy's port, the same bucket;
+    `.counter` counts the requests by kind, `.delay` (one way, seconds) can change at any time."""
+
+    def __init__(self, proxy: "DelayProxy", bucket: str) -> None:
+        super().__init__(proxy.port, bucket)
+        self.proxy = proxy
+
+    @property
+    def counter(self) -> "CounterView":
+        return self.proxy.counter
+
+    @property
+    def delay(self) -> float:
+        return self.proxy.delay
+
+    @delay.setter
+    def delay(self, one_way_delay_s: float) -> None:
+        self.proxy.delay = one_way_delay_s
 
 
 MOTO_SERVER = """
@@ -105,3 +129,14 @@ def s3() -> Iterator[S3Endpoint]:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def s3_proxy(s3: S3Endpoint) -> Iterator[ProxiedS3]:
+    """The session's S3 endpoint behind a delaying, counting proxy. No delay (counting only) until the
+    test sets `.delay` to a preset of s3_latency (S3_STANDARD, S3_EXPRESS)."""
+    # Imported here: benchmarks import this file as tests.conftest, where `s3_latency` is not on sys.path.
+    from s3_latency import DelayProxy
+
+    with DelayProxy(s3.port) as proxy:
+        yield ProxiedS3(proxy, s3.bucket)
