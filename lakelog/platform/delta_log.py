@@ -1,8 +1,9 @@
 """The Delta commit log as files: names, versions, and the actions inside a commit file.
 
-The topic log reads its own commits back (to index the files it just added,
-or to tell whether an ambiguous commit landed) and cleans old ones, and the
-replication copier copies them byte for byte; all through these helpers.
+The topic log writes its appends' commit files itself (`encode_commit`: appended
+files and SetTransactions, as delta-rs writes them), reads commits back only to
+tell whether an ambiguous commit landed, and cleans old ones; the replication
+copier copies them byte for byte; all through these helpers.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ import json
 import re
 from urllib.parse import unquote
 
-from deltalake.transaction import AddAction
+import orjson
+from deltalake.transaction import AddAction, Transaction
 
+from lakelog.platform.clock import now_ms
 from lakelog.platform.storage import Storage
 
 DELTA_LOG = "_delta_log"
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 LAST_CHECKPOINT = "_last_checkpoint"
+ENGINE = "lakelog"
 
 
 def commit_name(version: int) -> str:
@@ -66,6 +70,21 @@ def added_actions(commit: bytes) -> list[AddAction]:
             actions.append(AddAction(unquote(add["path"]), add["size"], add["partitionValues"],
                                      add["modificationTime"], add.get("dataChange", True), add.get("stats") or "{}"))
     return actions
+
+
+def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict) -> bytes:
+    """The commit file of an append: commitInfo (with `metadata` at its top level, as delta-rs puts custom
+    metadata), one add per file and one txn per SetTransaction, a JSON object per line."""
+    now = now_ms()
+    info = {"timestamp": now, "operation": "WRITE",
+            "operationParameters": {"mode": "Append", "partitionBy": '["partition"]'},
+            "engineInfo": ENGINE, "isBlindAppend": True, **metadata}
+    lines = [{"commitInfo": info}]
+    lines += [{"add": {"path": a.path, "partitionValues": a.partition_values, "size": a.size,
+                       "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}}
+              for a in adds]
+    lines += [{"txn": {"appId": t.app_id, "version": t.version, "lastUpdated": now}} for t in txns]
+    return b"\n".join(orjson.dumps(line) for line in lines)
 
 
 def added_paths(commit: bytes) -> list[str]:

@@ -64,7 +64,10 @@ class GroupCommit(Generic[C]):
                 raise BrokerClosed("shutting down: no new calls are taken")
             self._queued.append(call)
             self._queued_bytes += self._size(call)
-            self._cond.notify_all()
+            # Wake the flush thread only to start a linger or to end it early: a wake-up per call would
+            # hand it the GIL once per request while it lingers.
+            if len(self._queued) == 1 or (self._batch_bytes is not None and self._queued_bytes >= self._batch_bytes):
+                self._cond.notify_all()
 
     def waiting(self) -> list[C]:
         """Every call not answered by a finished batch yet: queued, or in the batch in flight."""

@@ -20,18 +20,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, WriterProperties, write_deltalake
+from concurrent.futures import ThreadPoolExecutor
+
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta_log import added_actions, clean_commit_log, commit_info, commit_uri
+from lakelog.platform.delta_log import clean_commit_log, commit_info, commit_uri, encode_commit
 from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
 from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.layout import topic_path
-from lakelog.platform.segment import read_offsets
+from lakelog.platform.segment import read_offsets, write_segments
 from lakelog.platform.storage import (
     DELTA_COMMIT_RETRIES,
     STORAGE_ERRORS,
@@ -55,10 +57,10 @@ TOPIC_TABLE_PROPERTIES = {
     "delta.enableExpiredLogCleanup": "false",
     "delta.deletedFileRetentionDuration": "interval 1 days",
 }
-ROW_GROUP_ROWS = 16_384
 RETAINED_COMMITS = 100
 COMMIT_ID = "lakelog.commitId"
-WRITER_PROPERTIES = WriterProperties(compression="SNAPPY", max_row_group_size=ROW_GROUP_ROWS)
+# Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
+_MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
 PARTITION_APP_PREFIX = "lakelog.partition."
 PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
 CONTENT_COLUMNS = ["key", "value", "headers"]
@@ -95,6 +97,7 @@ class TopicLog:
         self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
         self._index = SegmentIndex()
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
+        self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
         self._last_refresh = 0.0
         self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
@@ -138,12 +141,21 @@ class TopicLog:
     def refresh(self) -> bool:
         """Load other writers' commits; True when the table changed."""
         with self._lock:
-            self._dt.update_incremental()
+            self._catch_up()
             self._last_refresh = time.monotonic()
             if self._dt.version() == self._version:
                 return False
             self._rebuild_index()
             return True
+
+    def _catch_up(self) -> None:
+        """The snapshot at the log's latest version. It does not follow this node's own commits (lakelog
+        writes them, not delta-rs): far behind, whose commit files may be cleaned, it reloads from the
+        latest checkpoint."""
+        if self._version - self._dt.version() > CHECKPOINT_INTERVAL:
+            self._dt = DeltaTable(self.uri, storage_options=self.storage.delta_options())
+        else:
+            self._dt.update_incremental()
 
     def maybe_refresh(self, max_age_s: float) -> bool:
         if time.monotonic() - self._last_refresh >= max_age_s:
@@ -151,7 +163,9 @@ class TopicLog:
         return False
 
     def _rebuild_index(self) -> None:
+        """The index, log end offsets and app versions from the snapshot, which is current."""
         old = self._index
+        self._apps.clear()
         self._index = SegmentIndex.from_add_actions(pa.table(self._dt.get_add_actions(flatten=True)))
         self._version = self._dt.version()
         self._last_refresh = time.monotonic()
@@ -178,7 +192,9 @@ class TopicLog:
     def app_version(self, app_id: str) -> int:
         """The version of an application's SetTransaction in the snapshot; -1 when absent."""
         with self._lock:
-            version = self._dt.transaction_version(app_id)
+            version = self._apps.get(app_id)
+            if version is None:
+                version = self._dt.transaction_version(app_id)
         return -1 if version is None else version
 
     def log_start_offset(self, partition: int) -> int:
@@ -203,77 +219,78 @@ class TopicLog:
                app_transaction: tuple[str, int] | None = None) -> Appended | None:
         """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
 
-        Offsets are assigned from the snapshot's log end offsets; on a conflict
-        with another writer they are reassigned and the data written again. With
-        `app_transaction=(app_id, version)` the commit also records that
-        SetTransaction, and nothing is written (None is returned) when the
-        table already holds that app id at `version` or later: exactly once.
+        Offsets are assigned from this node's snapshot; the data files (one per partition, written in
+        parallel on object storage) and then the commit file, put only if its version is still free:
+        two round trips, and no read of the log in steady state. On a conflict with another writer the
+        snapshot is refreshed; if the offsets still hold the same files are committed at the next
+        version, else the records are written again with new offsets. With `app_transaction=(app_id,
+        version)` the commit also records that SetTransaction, and nothing is written (None is
+        returned) when the table already holds that app id at `version` or later: exactly once.
         """
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
         runs = _partition_runs(partitions[order])
-        attempt = 0
+        written: tuple[dict[int, int], list[AddAction]] | None = None  # files already written, for these bases
         while True:
-            attempt += 1
-            with self._lock:
+            with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
                 bases = {p: self.log_end_offset(p) for p, _, _ in runs}
-                read_version = self._version
-            table, offsets = _assign_offsets(ordered, runs, bases)
-            txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
-            if app_transaction is not None:
-                txns.append(Transaction(*app_transaction))
-            commit_id = uuid.uuid4().hex
-            with self._lock:  # the write and its bookkeeping as one step: no append in between sees stale offsets
+                version = self._version + 1
+                table, offsets = _assign_offsets(ordered, runs, bases)
+                txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
+                if app_transaction is not None:
+                    txns.append(Transaction(*app_transaction))
+                commit_id = uuid.uuid4().hex
                 try:
-                    # delta-rs writes one file per partition and advances this DeltaTable's snapshot in
-                    # memory: no log listing per commit, so a long commit log costs nothing here.
-                    write_deltalake(
-                        self._dt, table, mode="append", writer_properties=WRITER_PROPERTIES,
-                        commit_properties=CommitProperties(
-                            app_transactions=txns, max_commit_retries=DELTA_COMMIT_RETRIES,
-                            custom_metadata=self._commit_metadata(commit_id)),
-                        post_commithook_properties=self._hooks(read_version + 1),
-                    )
-                except CommitFailedError as exc:
-                    # Our files stay behind unreferenced (delta-rs does not name them to us); the vacuum
-                    # job deletes unreferenced files once they are older than any write in flight.
-                    self.conflicts += 1
-                    log.debug("commit conflict on %s (attempt %d): %s", self.name, attempt, exc)
-                    failure = "its commits kept conflicting with other writers'"
+                    if written is None or written[0] != bases:
+                        written = (bases, self._write_segments(table, runs))
+                    landed = self.storage.put_if_absent(
+                        commit_uri(self.uri, version),
+                        encode_commit(written[1], txns, self._commit_metadata(commit_id)))
                 except STORAGE_ERRORS as exc:
-                    committed = self._committed_version(read_version, commit_id)
+                    committed = self._committed_version(version - 1, commit_id)
                     if committed is not None:
-                        return self._landed(table, runs, bases, offsets, order, read_version, txns, committed)
+                        return self._landed(table, runs, bases, offsets, order, txns, committed, None)
                     if not is_retriable(exc):
                         raise StorageWriteFailed(f"storage refused the commit to {self.name!r}: {exc}") from None
                     log.warning("storage error committing to %s: %s", self.name, exc)
                     failure = f"storage unavailable: {exc}"
                 else:
-                    return self._landed(table, runs, bases, offsets, order, read_version, txns, None)
+                    if landed:
+                        return self._landed(table, runs, bases, offsets, order, txns, version, written[1])
+                    # Files written for offsets that lose are left unreferenced: the vacuum job deletes
+                    # unreferenced files once they are older than any write in flight.
+                    self.conflicts += 1
+                    log.debug("commit conflict on %s at version %d", self.name, version)
+                    failure = "its commits kept conflicting with other writers'"
             self._refresh_or_wait(deadline, failure)
 
+    def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> list[AddAction]:
+        try:
+            return write_segments(self.storage, self.uri, table, runs)
+        except pa.ArrowException as exc:  # data that cannot be stored never will be: not retried
+            raise StorageWriteFailed(f"the records of {self.name!r} could not be written: {exc}") from None
+
     def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
-                offsets: np.ndarray, order: np.ndarray, read_version: int, txns: list[Transaction],
-                version: int | None) -> Appended:
-        """Our commit is in the log (at `version`, or this DeltaTable's version when None).
+                offsets: np.ndarray, order: np.ndarray, txns: list[Transaction], version: int,
+                adds: list[AddAction] | None) -> Appended:
+        """Our commit is in the log at `version`, adding `adds`; None when it was found there after an
+        ambiguous failure (the refreshed snapshot holds it).
 
         Nothing from here on may fail the append or leave this node's log end offsets behind the
-        log: a failure in the bookkeeping re-derives them from the committed snapshot. Called
-        with the lock held, as the write was.
+        log: a failure in the bookkeeping re-derives them from the log. Called with the lock held.
         """
         self.commits += 1
         try:
-            if version is None:
-                self._after_commit(read_version, txns)
-                version = self._version
-            else:  # found after an ambiguous failure: the refreshed snapshot holds it
+            if adds is None:
                 for p, _, _ in runs:
                     self._leo.pop(p, None)
+            else:
+                self._own_commit(version, adds, txns)
         except Exception:
             log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
-            version = self._resync()
+            self._resync()
         try:
             files = table.drop_columns(["partition"])
             for p, start, end in runs:
@@ -286,15 +303,32 @@ class TopicLog:
         in_given_order[order] = offsets
         return Appended(in_given_order, version)
 
-    def _resync(self) -> int:
-        """Forget what this node derived and take the log end offsets from the snapshot's SetTransactions."""
+    def _own_commit(self, version: int, adds: list[AddAction], txns: list[Transaction]) -> None:
+        """What our commit changed, known without reading it back: files, log end offsets, app versions."""
+        for action in adds:
+            self._index.add(segment_of(action))
+        for txn in txns:
+            if txn.app_id.startswith(PARTITION_APP_PREFIX):
+                self._leo[int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))] = txn.version
+            else:
+                self._apps[txn.app_id] = txn.version
+        self._version = version
+        if version % CHECKPOINT_INTERVAL == 0:
+            _MAINTENANCE.submit(self._checkpoint, version)
+
+    def _resync(self) -> None:
+        """Forget what this node derived and take the log end offsets from the log's SetTransactions."""
         self._leo.clear()
-        version = self._dt.version()
+        self._apps.clear()
+        try:
+            self._catch_up()
+        except STORAGE_ERRORS:  # a stale snapshot is safe: our next commit conflicts, and refreshes
+            log.warning("snapshot of %s not refreshed", self.name)
+        self._version = self._dt.version()  # the offsets now come from the snapshot: commit after it
         try:
             self._rebuild_index()
-        except Exception:  # the offsets are right without the index; the next append rebuilds it
+        except Exception:  # the offsets come from the snapshot without the index; the next append rebuilds it
             log.exception("segment index of %s not rebuilt", self.name)
-        return version
 
     def _refresh_or_wait(self, deadline: Deadline, cause: str) -> None:
         try:
@@ -322,31 +356,19 @@ class TopicLog:
             metadata["lakelog.leaderEpoch"] = self.leader_epoch
         return metadata
 
-    @staticmethod
-    def _hooks(version: int) -> PostCommitHookProperties:
-        """Checkpoint every `delta.checkpointInterval` commits; old commit files are ours to clean (_clean_log)."""
-        return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
-
-    def _after_commit(self, read_version: int, txns: list[Transaction]) -> None:
-        version = self._dt.version()
-        if version == read_version + 1:  # ours was the only commit: extend the index in place
-            commit = self.storage.read_bytes(commit_uri(self.uri, version))
-            for action in added_actions(commit):
-                self._index.add(segment_of(action))
-            self._version = version
-        else:
-            self._rebuild_index()
-        for txn in txns:
-            if txn.app_id.startswith(PARTITION_APP_PREFIX):
-                partition = int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))
-                self._leo[partition] = max(self._leo.get(partition, 0), txn.version)
-        if version % CHECKPOINT_INTERVAL == 0:
-            self._clean_log(version)
-            # delta-rs's in-memory snapshot grows with every commit it advances over, and so does the
-            # cost of the next commit; a table loaded from the new checkpoint starts small again.
-            self._dt = DeltaTable(self.uri, storage_options=self.storage.delta_options())
-            if self._dt.version() != version:  # others committed meanwhile: see their files and offsets
-                self._rebuild_index()
+    def _checkpoint(self, version: int) -> None:
+        """Off the produce path: checkpoint `version`, delete old commit files, and let the snapshot start
+        over from the checkpoint (delta-rs's in-memory snapshot grows with each commit it advances over)."""
+        try:
+            snapshot = DeltaTable(self.uri, version=version, storage_options=self.storage.delta_options())
+            snapshot.create_checkpoint()
+        except STORAGE_ERRORS as exc:
+            log.warning("checkpoint of %s at version %d failed: %s", self.name, version, exc)
+            return
+        self._clean_log(version)
+        with self._lock:
+            if self._dt.version() < version <= self._version:  # every version up to ours is in our index
+                self._dt = snapshot
 
     def _clean_log(self, checkpoint_version: int) -> None:
         """Keep the last RETAINED_COMMITS commit files (and their checkpoints): delta_log.clean_commit_log."""
@@ -370,6 +392,11 @@ class TopicLog:
                     for s in removes]
         try:
             with self._lock:
+                self.refresh()  # the snapshot past our own commits, and the files others removed
+                present = {f.path for p in {s.partition for s in removes} for f in self._index.partition(p).files}
+                if any(s.path not in present for s in removes):
+                    log.info("maintenance commit on %s: files to remove are gone (another job)", self.name)
+                    return False
                 self._dt.create_write_transaction(
                     actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
                     commit_properties=CommitProperties(max_commit_retries=DELTA_COMMIT_RETRIES),

@@ -7,11 +7,13 @@ files, deletes), so one setting configures both.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
 import fsspec
+import pyarrow as pa
 import pyarrow.fs as pafs
 from botocore.exceptions import BotoCoreError
 from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError, TableNotFoundError
@@ -133,20 +135,31 @@ class Storage:
     def read_bytes(self, uri: str) -> bytes:
         return bytes(self.fsspec.cat_file(self.fs_path(uri)))
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
+    def write_bytes(self, uri: str, data: bytes | pa.Buffer) -> None:
+        """One write (one PUT on S3)."""
         path = self.fs_path(uri)
         if self.is_local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.fsspec.pipe_file(path, data)
+            with open(path, "wb") as f:
+                f.write(data)
+        else:
+            self.fsspec.pipe_file(path, data.to_pybytes() if isinstance(data, pa.Buffer) else data)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """Write `data` only if nothing is at `uri` (atomic: O_EXCL locally, If-None-Match on S3)."""
+        """Write `data` only if nothing is at `uri`, atomically: readers see all of it or nothing (locally
+        a hard link of a written temporary file, which refuses an existing name; If-None-Match on S3)."""
         path = self.fs_path(uri)
         try:
             if self.is_local:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "xb") as f:
+                folder = os.path.dirname(path)
+                os.makedirs(folder, exist_ok=True)
+                temporary = os.path.join(folder, f"_tmp_{uuid.uuid4().hex}")
+                with open(temporary, "wb") as f:
                     f.write(data)
+                try:
+                    os.link(temporary, path)
+                finally:
+                    os.unlink(temporary)
             else:
                 self.fsspec.pipe_file(path, data, mode="create")
             return True

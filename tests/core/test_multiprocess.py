@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from lakelog.platform import Broker
+from lakelog.settings import Settings
 from log_check import assert_topic_intact
+from s3_latency import S3_STANDARD
 
 SCRIPT = str(Path(__file__).with_name("producer_process.py"))
 pytestmark = pytest.mark.slow
@@ -39,14 +41,31 @@ def _all_records(broker: Broker, topic: str, partitions: int) -> dict[int, list]
 def test_two_processes_append_to_the_same_partitions(make_broker) -> None:
     broker = make_broker()
     broker.create_topic("shared", 2)
-    procs = [_spawn(make_broker.root, make_broker.storage, "shared", f"w{i}", "--batches", "40",
-                    "--batch-size", "5") for i in range(2)]
+    _two_writers(broker, make_broker.root, make_broker.storage, batches=40)
+
+
+@pytest.mark.s3
+def test_two_processes_append_behind_a_30_ms_round_trip(s3_proxy) -> None:
+    """The commit race on object storage's latency: the loser of a version learns of it only from its
+    failed put-if-absent, refreshes, and commits after the winner."""
+    s3_proxy.delay = S3_STANDARD
+    root = s3_proxy.root()
+    with Broker(Settings(root=root, storage=s3_proxy.options)) as broker:
+        broker.create_topic("shared", 2)
+        _two_writers(broker, root, s3_proxy.options, batches=15)
+    assert s3_proxy.counter.snapshot()["put_log"] >= 2 * 15  # every commit went through the delay
+
+
+def _two_writers(broker: Broker, root: str, storage: dict, batches: int) -> None:
+    """Two processes append `batches` batches of 5 to the same partitions; every ack is where it was said."""
+    procs = [_spawn(root, storage, "shared", f"w{i}", "--batches", str(batches), "--batch-size", "5")
+             for i in range(2)]
     acked = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         acked += [json.loads(line) for line in out.splitlines()]
-    assert len(acked) == 2 * 40 * 5
+    assert len(acked) == 2 * batches * 5
     records = _all_records(broker, "shared", 2)
     for p, fetched in records.items():
         assert [r.offset for r in fetched] == list(range(len(fetched)))  # dense, each offset once
@@ -56,7 +75,7 @@ def test_two_processes_append_to_the_same_partitions(make_broker) -> None:
         assert at[(ack["p"], ack["o"])] == ack["v"]
     log = broker.topic_log("shared")
     assert log.log_end_offset(0) + log.log_end_offset(1) == len(acked)
-    assert_topic_intact(make_broker.root, "shared", make_broker.storage)
+    assert_topic_intact(root, "shared", storage)
 
 
 def test_sigkill_mid_stream_loses_no_ack_and_idempotent_producer_resumes(make_broker) -> None:

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-from deltalake.exceptions import DeltaError
 
 from lakelog.platform import Broker
 from lakelog.platform import log as log_module
@@ -62,7 +61,7 @@ def test_a_failure_after_the_commit_answers_every_caller_and_reuses_no_offset(
     """The post-commit step raises once, in a flush that holds several callers' records."""
     broker.create_topic("t", 2)
     failed = threading.Event()
-    real = TopicLog._after_commit
+    real = TopicLog._own_commit
 
     def fail_once(self: TopicLog, *args: object) -> None:
         if not failed.is_set():
@@ -70,7 +69,7 @@ def test_a_failure_after_the_commit_answers_every_caller_and_reuses_no_offset(
             raise KeyError("bookkeeping broke after the commit")
         real(self, *args)
 
-    monkeypatch.setattr(TopicLog, "_after_commit", fail_once)
+    monkeypatch.setattr(TopicLog, "_own_commit", fail_once)
     first = [Record(f"a{i}".encode(), partition=i % 2) for i in range(4)]
     with ThreadPoolExecutor(4) as pool:  # four callers, one flush (linger) or a few: all answered
         answers = list(pool.map(lambda _: broker.produce("t", first), range(4)))
@@ -89,7 +88,7 @@ def test_a_failure_after_the_commit_in_the_index_too_still_reuses_no_offset(
     local_broker.create_topic("t", 1)
     local_broker.produce("t", [Record(b"a")])
     broken = {"on": True}
-    real_after, real_rebuild = TopicLog._after_commit, TopicLog._rebuild_index
+    real_after, real_rebuild = TopicLog._own_commit, TopicLog._rebuild_index
 
     def after(self: TopicLog, *args: object) -> None:
         if broken["on"]:
@@ -101,7 +100,7 @@ def test_a_failure_after_the_commit_in_the_index_too_still_reuses_no_offset(
             raise ValueError("index could not be rebuilt")
         real_rebuild(self)
 
-    monkeypatch.setattr(TopicLog, "_after_commit", after)
+    monkeypatch.setattr(TopicLog, "_own_commit", after)
     monkeypatch.setattr(TopicLog, "_rebuild_index", rebuild)
     assert local_broker.produce("t", [Record(b"b")]).offsets.tolist() == [1]
     assert local_broker.produce("t", [Record(b"c")]).offsets.tolist() == [2]
@@ -115,18 +114,18 @@ def test_a_storage_error_that_cannot_pass_fails_the_flush_once(
         local_broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     local_broker.create_topic("t", 1)
     calls = []
-    real = log_module.write_deltalake
+    real = log_module.write_segments
 
     def refuse(*args: object, **kwargs: object) -> None:
         calls.append(1)
-        raise DeltaError("Generic DeltaTable error: Arrow error: Cast error: Failed to convert into Arrow schema")
+        raise pa.ArrowInvalid("Cast error: Failed to convert into Arrow schema")
 
-    monkeypatch.setattr(log_module, "write_deltalake", refuse)
+    monkeypatch.setattr(log_module, "write_segments", refuse)
     started = time.monotonic()
     with pytest.raises(StorageWriteFailed, match="Cast error"):
         local_broker.produce("t", [Record(b"x")], timeout_ms=20_000)
     assert len(calls) == 1 and time.monotonic() - started < 10  # not retried until the deadline
-    monkeypatch.setattr(log_module, "write_deltalake", real)
+    monkeypatch.setattr(log_module, "write_segments", real)
     assert local_broker.produce("t", [Record(b"y")]).offsets.tolist() == [0]
     assert_topic_intact(local_broker.settings.root, "t")
 

@@ -212,6 +212,15 @@ class TableReplicator:
         if self.source.size(f"{self.source_table}/{hint}") is None:
             return
         data = self.source.read_bytes(f"{self.source_table}/{hint}")
-        if json.loads(data)["version"] <= version:
-            self.target.write_bytes(f"{self.target_table}/{hint}", data)
+        at = int(json.loads(data)["version"])
+        if at > version:
+            return
+        # The leader checkpoints off its produce path: the checkpoint may be newer than the commit
+        # copied with it. A hint goes only where the checkpoint it names already is.
+        checkpoint = f"{DELTA_LOG}/{checkpoint_name(at)}"
+        if self.target.size(f"{self.target_table}/{checkpoint}") is None:
+            if self.source.size(f"{self.source_table}/{checkpoint}") is None:
+                return
+            copy_file(self.source, self.target, f"{self.source_table}/{checkpoint}", f"{self.target_table}/{checkpoint}")
+        self.target.write_bytes(f"{self.target_table}/{hint}", data)
 
