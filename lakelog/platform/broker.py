@@ -83,6 +83,7 @@ class OpenTopic:
 
     def close(self) -> None:
         self.writer.close()
+        self.log.close()
 
 
 class Broker:

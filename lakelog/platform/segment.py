@@ -20,7 +20,7 @@ from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.file_stats import file_stats
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import UPLOAD_CONNECTIONS, Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
 ROW_GROUP_ROWS = 16_384
@@ -28,7 +28,7 @@ ROW_GROUP_ROWS = 16_384
 SEGMENT_FILE_SCHEMA = pa.schema([pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False)
                                  if f.name == "timestamp" else f for f in TOPIC_FILE_SCHEMA])
 # Object stores take the segments of one flush in parallel: one round trip for all of them.
-_UPLOADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lakelog-segment-put")
+_UPLOADS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-segment-put")
 
 
 def write_segments(storage: Storage, table_uri: str, table: pa.Table,

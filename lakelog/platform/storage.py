@@ -34,6 +34,7 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
 # How long a writer waits before trying storage again after an error it may pass (then it refreshes
 # and retries, until its deadline), and how often delta-rs may rebase a commit onto others' commits.
 STORAGE_RETRY_PAUSE_S = 0.05
+UPLOAD_CONNECTIONS = 64  # parallel object-store requests of one node (a flush's files go at once)
 DELTA_COMMIT_RETRIES = 20
 
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
@@ -195,15 +196,15 @@ def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
         kwargs["secret"] = options.get("aws_secret_access_key")
     if "aws_session_token" in options:
         kwargs["token"] = options["aws_session_token"]
-    config: dict[str, Any] = {}
+    # A flush writes one file per partition at once: as many connections as a topic has partitions, commonly.
+    config: dict[str, Any] = {"max_pool_connections": UPLOAD_CONNECTIONS}
     if "connect_timeout" in options:
         config["connect_timeout"] = _seconds(options["connect_timeout"])
     if "timeout" in options:
         config["read_timeout"] = _seconds(options["timeout"])
     if "max_retries" in options:
         config["retries"] = {"max_attempts": int(options["max_retries"]) + 1, "mode": "standard"}
-    if config:
-        kwargs["config_kwargs"] = config
+    kwargs["config_kwargs"] = config
     # Fresh listings matter more than a directory cache: other writers add files.
     kwargs["use_listings_cache"] = False
     kwargs["skip_instance_cache"] = True
