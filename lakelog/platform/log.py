@@ -3,8 +3,11 @@
 An append is one Delta commit: one new file per partition touched, and one
 `SetTransaction("lakelog.partition.<p>", new log end offset)` per partition.
 The log end offset of a partition is that transaction's version, read from
-the snapshot in O(1). Two writers of one partition conflict in delta-rs; the
-loser refreshes, reassigns its offsets, writes its records again and retries.
+the snapshot in O(1). lakelog writes these commits itself (the data files, then
+the commit file put only if its version is free); delta-rs reads the snapshot
+and writes checkpoints, off the produce path. Two writers of one version
+conflict at the put; the loser refreshes and commits again, rewriting its
+records only when its offsets moved.
 """
 
 from __future__ import annotations
@@ -14,14 +17,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from concurrent.futures import ThreadPoolExecutor
-
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
