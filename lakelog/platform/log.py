@@ -112,6 +112,7 @@ class TopicLog:
         self.commits = 0
         self.conflicts = 0
         self._rebuild_index()
+        self._opened_at = self._version
 
     # ---- table lifecycle -------------------------------------------------
 
@@ -348,7 +349,7 @@ class TopicLog:
         checkpoint, checkpoint the latest version: the next node to open the topic replays few commits."""
         with self._checkpoints:
             self._checkpoints.wait_for(lambda: not self._checkpointing, timeout_s)
-            behind = self.commits > 0 and self._version - max(self._checkpointed, 0) >= CHECKPOINT_INTERVAL
+            behind = self.commits > 0 and self._version - max(self._checkpointed, self._opened_at) >= CHECKPOINT_INTERVAL
             if behind:
                 self._checkpointed = self._version
         if behind:
