@@ -89,7 +89,7 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         table.add_column(column, no_wrap=True)
     for row in rows:
         table.add_row(*("-" if cell is None else str(cell) for cell in row))
-    console = Console(width=10_000)  # never truncate a cell; lines end where their text does
+    console = Console(width=10_000, height=100)  # never truncate a cell (a dumb terminal would mean 80)
     with console.capture() as captured:
         console.print(table)
     typer.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))

@@ -196,3 +196,10 @@ def test_topics_describe_shows_leader_replicas_and_isr_when_replicated(tmp_path)
     assert rows[0][-3:] == ["LEADER", "REPLICAS", "ISR"]
     assert rows[2][3] == "1" and rows[2][-3:] == [replication["leader"], ",".join(replication["replicas"]),
                                                   ",".join(replication["isr"])]
+
+
+def test_tables_never_truncate_cells(root: str) -> None:
+    group = "a-consumer-group-with-a-rather-long-name-" + "x" * 60
+    run(root, "consume", "orders", "--group", group, "--partition", "0")
+    out = run(root, "groups", "describe", group, "-o", "table", env={"TERM": "dumb", "COLUMNS": "40"})
+    assert table(out)[1] == [group, "orders", "0", "5", "5", "0", "-"]
