@@ -23,7 +23,7 @@ from typing import Callable
 
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
-from lakelog.platform.groups import positions
+from lakelog.platform.groups import admin, positions
 from lakelog.platform.groups.errors import GroupIdNotFound, IllegalGeneration, NonEmptyGroup
 from lakelog.platform.groups.membership import (
     Group,
@@ -260,26 +260,70 @@ class GroupCoordinator:
         """Move an empty group's offsets: earliest, latest, a timestamp (ms), or explicit offsets.
 
         `authorize(topic)` is called for every topic touched before anything is written."""
+        if explicit is not None:
+            with self._lock:
+                self._check_empty(self._group(group_id))
+            if authorize is not None:
+                for topic in sorted({t for t, _, _ in explicit}):
+                    authorize(topic)
+            return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
+        if spec is None:
+            raise InvalidRequest("reset to earliest, latest, a timestamp or explicit offsets")
+        named = None if topics is None else [(t, None) for t in topics]
+        plan = self.plan_reset(group_id, admin.ResetSpec.of(spec), named, authorize)
+        return self.execute_reset(group_id, plan)
+
+    def plan_reset(self, group_id: str, spec: admin.ResetSpec, topics: list[tuple[str, int | None]] | None,
+                   authorize: Callable[[str], None] | None = None) -> list[admin.ResetTarget]:
+        """Where a reset would move an empty group's offsets (Kafka's --dry-run); writes nothing.
+
+        `topics`: (topic, partition) pairs, partition None for all of them; None: every topic with
+        committed offsets. `authorize(topic)` is called for every topic touched."""
         with self._lock:
             group = self._group(group_id)
-            if group.members:
-                raise NonEmptyGroup(f"group {group_id!r} has {len(group.members)} active members; "
-                                    "offsets can only be reset while it is empty")
-            known = sorted({t for t, _ in group.committed})
-        touched = sorted({t for t, _, _ in explicit} if explicit is not None else set(topics or known))
+            self._check_empty(group)
+            committed = dict(group.committed)
+        partitions = admin.reset_partitions(lambda t: self.broker.topic(t).partitions, committed, topics)
         if authorize is not None:
-            for topic in touched:
+            for topic in sorted({t for t, _ in partitions}):
                 authorize(topic)
-        if explicit is not None:
-            return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
-        rows = []
-        for topic in topics if topics is not None else known:
-            meta = self.broker.topic(topic)
-            for partition in range(meta.partitions):
-                rows.append((topic, partition, self.broker.list_offset(topic, partition, spec), None))
-        if not rows:
-            raise InvalidRequest("nothing to reset: name topics, or commit offsets first")
-        return self.commit(group_id, None, -1, rows)
+        return admin.plan_reset(self.broker, committed, spec, partitions)
+
+    def execute_reset(self, group_id: str, plan: list[admin.ResetTarget]) -> Future:
+        """Commit a reset plan (Kafka's --execute); the future completes once the offsets are durable."""
+        with self._lock:
+            self._check_empty(self._group(group_id))
+        return self.commit(group_id, None, -1, [(r.topic, r.partition, r.target, None) for r in plan])
+
+    @staticmethod
+    def _check_empty(group: Group) -> None:
+        if group.members:
+            raise NonEmptyGroup(f"group {group.group_id!r} has {len(group.members)} active members; "
+                                "its offsets can only be changed while it is empty")
+
+    def delete_group(self, group_id: str) -> None:
+        """Kafka's DeleteGroups: an empty group's committed offsets are removed from the table, then the
+        group is forgotten. Refused with NON_EMPTY_GROUP while this coordinator has members in it."""
+        with self._lock:
+            self._check_empty(self._group(group_id))
+        self.store.flush()
+        self.store.delete_group(group_id)
+        with self._lock:
+            group = self.membership.groups.get(group_id)
+            if group is not None and not group.members:
+                del self.membership.groups[group_id]
+
+    def lag(self, group_id: str) -> list[admin.PartitionLag]:
+        """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
+        view = self.describe(group_id)
+        owners = {tp: m.member_id for m in view.members for tp in m.assignment}
+        ends = {}
+        for tp in sorted(set(view.offsets) | set(owners)):
+            try:
+                ends[tp] = self.broker.list_offset(tp[0], tp[1], "latest")
+            except UnknownTopicOrPartition:
+                continue
+        return admin.lag_rows(view.offsets, ends, owners)
 
     # ---- description ------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
 from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
@@ -98,6 +99,26 @@ class OffsetStore:
             return pending.future
         self._writes.submit(pending)
         return pending.future
+
+    def flush(self) -> None:
+        """Wait until every commit submitted so far was written (or failed)."""
+        self._writes.drain()
+
+    def delete_group(self, group_id: str) -> int:
+        """Remove every committed offset of a group from the table (Kafka's DeleteGroups); answers how
+        many rows went. A concurrent append conflicting with the delete is retried until the timeout."""
+        predicate = "\"group\" = '{}'".format(group_id.replace("'", "''"))
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                table = DeltaTable(self._storage.uri(OFFSETS_TABLE), storage_options=self._storage.delta_options())
+                metrics = table.delete(predicate)
+                return int(metrics.get("num_deleted_rows", 0))
+            except (CommitFailedError, *STORAGE_ERRORS) as exc:
+                self.failures += 1
+                if time.monotonic() >= deadline:
+                    raise StorageUnavailable(f"could not delete the offsets of group {group_id!r}: {exc}") from exc
+                time.sleep(STORAGE_RETRY_PAUSE_S)
 
     def close(self) -> None:
         """Write what is pending, then stop."""
