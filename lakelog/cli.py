@@ -18,6 +18,7 @@ from lakelog.observability import configure_logging
 from lakelog.platform import Broker, Record
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.records import encode_bytes
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.settings import Settings
 
 app = typer.Typer(help="lakelog: Kafka's log model stored as Delta Lake tables.", no_args_is_help=True,
@@ -40,8 +41,12 @@ def settings(**overrides: object) -> Settings:
     return Settings(**values)
 
 
-def broker() -> Broker:
-    return Broker(settings())
+def broker(create: bool = False) -> Broker:
+    """Commands that only read (or change what exists) create no catalog: a wrong --root says so."""
+    opened = Broker(settings(), create_catalog=create)
+    if opened.catalog.created:
+        typer.echo(f"created a lakelog catalog at {opened.storage.root}", err=True)
+    return opened
 
 
 def fail(message: str) -> None:
@@ -76,7 +81,7 @@ def topics_create(
     partitions: int = typer.Option(1, "--partitions", "-p"),
     config: list[str] = typer.Option([], "--config", "-c", help="key=value, repeatable"),
 ) -> None:
-    with broker() as b:
+    with broker(create=True) as b:
         meta = b.create_topic(name, partitions, parse_pairs(config))
     typer.echo(json.dumps({"name": meta.name, "partitions": meta.partitions}))
 
@@ -343,6 +348,11 @@ def run() -> None:
         app(standalone_mode=True)
     except LakelogError as exc:
         typer.echo(f"error: {exc.code}: {exc.message}", err=True)
+        sys.exit(1)
+    except STORAGE_ERRORS as exc:  # the store failed after opening: still one line naming root and cause
+        config = settings()
+        cause = describe_storage_error(Storage.open(config.root, config.storage), exc)
+        typer.echo(f"error: KAFKA_STORAGE_ERROR: {cause}", err=True)
         sys.exit(1)
 
 
