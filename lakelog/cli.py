@@ -232,6 +232,7 @@ def serve(
     port: Optional[int] = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
     insecure: bool = typer.Option(False, "--insecure",
                                   help="Allow a non-loopback address without authentication"),
+    access_log: bool = typer.Option(False, "--access-log", help="Log one line per request (LAKELOG_ACCESS_LOG)"),
     jobs: bool = typer.Option(True, "--jobs/--no-jobs",
                               help="Run retention, roll, compaction and vacuum every LAKELOG_JOBS_INTERVAL_S "
                                    "seconds in a separate process (local Spark)"),
@@ -239,7 +240,7 @@ def serve(
     """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
     from lakelog.ingest_api.server import RefusedToStart, serve as run_server
 
-    config = settings(host=host, port=port, insecure=insecure or None)
+    config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None)
     scheduler = _start_job_scheduler(config) if jobs and config.jobs_interval_s > 0 else None
     try:
         run_server(config, State.log_level)
