@@ -10,15 +10,13 @@ from typing import Any, AsyncIterator
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
-from fastapi.openapi.utils import get_openapi
 from starlette.responses import Response
 
-from lakelog.ingest_api import errors
+from lakelog.ingest_api import errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.metrics import Metrics
-from lakelog.ingest_api.models import ProduceRequest
 from lakelog.ingest_api.routes import admin, groups, records, topics
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
@@ -187,13 +185,6 @@ def _guard_docs(app: FastAPI) -> None:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """The generated document, plus the produce body schema (parsed in bulk, not by a pydantic parameter)."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    produce = ProduceRequest.model_json_schema(ref_template="#/components/schemas/{model}")
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update(produce.pop("$defs", {}))
-    components["ProduceRequest"] = produce
-    app.openapi_schema = schema
-    return schema
+    if not app.openapi_schema:
+        app.openapi_schema = openapi.build(app)
+    return app.openapi_schema
