@@ -83,3 +83,42 @@ def test_topics_create_creates_the_catalog_and_says_so(s3: S3Endpoint) -> None:
     listed = run(root, "topics", "list", storage=s3.options)
     assert (listed.returncode, listed.stderr) == (0, "")
     assert [json.loads(line)["name"] for line in listed.stdout.splitlines()] == ["t", "u"]
+
+
+# moto with IAM checks on after the set-up calls: a bucket, and a user with no policy (so: access denied).
+MOTO_WITH_AUTH = """
+import json, os, sys
+os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
+from moto.server import ThreadedMotoServer
+import boto3
+port = int(sys.argv[1])
+ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+kw = dict(endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1", aws_access_key_id="test",
+          aws_secret_access_key="test")
+boto3.client("s3", **kw).create_bucket(Bucket="locked")
+boto3.client("iam", **kw).create_user(UserName="nobody")
+key = boto3.client("iam", **kw).create_access_key(UserName="nobody")["AccessKey"]
+print(json.dumps([key["AccessKeyId"], key["SecretAccessKey"]]), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.s3
+def test_s3_permission_denied_and_refused_credentials_are_one_line() -> None:
+    port = free_port()
+    moto = subprocess.Popen([sys.executable, "-c", MOTO_WITH_AUTH, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        key, secret = json.loads(moto.stdout.readline())  # type: ignore[union-attr]
+        endpoint = {"aws_endpoint_url": f"http://127.0.0.1:{port}", "aws_region": "us-east-1"}
+        denied = run("s3://locked/x", "topics", "list",
+                     storage={**endpoint, "aws_access_key_id": key, "aws_secret_access_key": secret})
+        assert (denied.returncode, denied.stderr) == (
+            1, "error: KAFKA_STORAGE_ERROR: cannot use root s3://locked/x: permission denied\n")
+        refused = run("s3://locked/x", "topics", "list",
+                      storage={**endpoint, "aws_access_key_id": "unknown", "aws_secret_access_key": "unknown"})
+        assert (refused.returncode, refused.stderr) == (
+            1, "error: KAFKA_STORAGE_ERROR: cannot use root s3://locked/x: the credentials were refused "
+               "(InvalidAccessKeyId or SignatureDoesNotMatch)\n")
+    finally:
+        moto.kill()
