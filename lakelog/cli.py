@@ -23,6 +23,7 @@ from lakelog.platform.groups import admin as group_admin
 from lakelog.platform.groups import positions as group_positions
 from lakelog.platform.groups.membership import check_group_id
 from lakelog.platform.records import ConsumerRecord, TopicPartition, encode_bytes
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.settings import Settings
 
 app = typer.Typer(help="lakelog: Kafka's log model stored as Delta Lake tables.", no_args_is_help=True,
@@ -45,8 +46,12 @@ def settings(**overrides: object) -> Settings:
     return Settings(**values)
 
 
-def broker() -> Broker:
-    return Broker(settings())
+def broker(create: bool = False) -> Broker:
+    """Commands that only read (or change what exists) create no catalog: a wrong --root says so."""
+    opened = Broker(settings(), create_catalog=create)
+    if opened.catalog.created:
+        typer.echo(f"created a lakelog catalog at {opened.storage.root}", err=True)
+    return opened
 
 
 def fail(message: str) -> None:
@@ -124,7 +129,7 @@ def topics_create(
     partitions: int = typer.Option(1, "--partitions", "-p"),
     config: list[str] = typer.Option([], "--config", "-c", help="key=value, repeatable"),
 ) -> None:
-    with broker() as b:
+    with broker(create=True) as b:
         meta = b.create_topic(name, partitions, parse_pairs(config))
     typer.echo(json.dumps({"name": meta.name, "partitions": meta.partitions}))
 
@@ -399,6 +404,7 @@ def serve(
     port: Optional[int] = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
     insecure: bool = typer.Option(False, "--insecure",
                                   help="Allow a non-loopback address without authentication"),
+    access_log: bool = typer.Option(False, "--access-log", help="Log one line per request (LAKELOG_ACCESS_LOG)"),
     jobs: bool = typer.Option(True, "--jobs/--no-jobs",
                               help="Run retention, roll, compaction and vacuum every LAKELOG_JOBS_INTERVAL_S "
                                    "seconds in a separate process (local Spark)"),
@@ -406,7 +412,7 @@ def serve(
     """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
     from lakelog.ingest_api.server import RefusedToStart, serve as run_server
 
-    config = settings(host=host, port=port, insecure=insecure or None)
+    config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None)
     scheduler = _start_job_scheduler(config) if jobs and config.jobs_interval_s > 0 else None
     try:
         run_server(config, State.log_level)
@@ -637,6 +643,11 @@ def run() -> None:
         app(standalone_mode=True)
     except LakelogError as exc:
         typer.echo(f"error: {exc.code}: {exc.message}", err=True)
+        sys.exit(1)
+    except STORAGE_ERRORS as exc:  # the store failed after opening: still one line naming root and cause
+        config = settings()
+        cause = describe_storage_error(Storage.open(config.root, config.storage), exc)
+        typer.echo(f"error: KAFKA_STORAGE_ERROR: {cause}", err=True)
         sys.exit(1)
 
 

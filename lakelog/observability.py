@@ -7,6 +7,9 @@ import logging
 import sys
 import time
 
+# Start-up facts (listening URLs, root, catalog created, store ready): shown even at the default WARNING level.
+startup_log = logging.getLogger("lakelog.startup")
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -29,5 +32,6 @@ def configure_logging(level: str = "WARNING") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    startup_log.setLevel(logging.INFO if root.level <= logging.WARNING else root.level)
     for noisy in ("werkzeug", "botocore", "s3fs", "aiobotocore", "py4j"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

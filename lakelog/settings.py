@@ -11,6 +11,8 @@ live with each topic in the catalog (`platform/topic_config.py`).
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -53,6 +55,7 @@ class HttpSettings(BaseModel):
         256 * 1024 * 1024, ge=1, description="Produce bytes the HTTP tier holds at once; beyond it 429 (back-pressure)")
     max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
     shutdown_timeout_s: int = Field(30, ge=1, description="Graceful shutdown: how long in-flight requests may finish")
+    access_log: bool = Field(False, description="Log one line per request (method, path, status)")
 
 
 class GroupSettings(BaseModel):
@@ -69,6 +72,9 @@ class JobSettings(BaseModel):
     """The maintenance jobs' schedule in `lakelog serve`."""
 
     jobs_interval_s: int = Field(300, ge=0, description="Seconds between rounds of the jobs (0 = off)")
+    spark_log_file: str = Field(
+        default_factory=lambda: os.path.join(tempfile.gettempdir(), "lakelog-spark.log"),
+        description="Where local Spark's own log (WARN and above) goes, out of the server's log")
 
 
 class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, JobSettings):

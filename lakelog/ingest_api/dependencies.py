@@ -12,6 +12,7 @@ from lakelog.ingest_api.errors import BodyTooLarge, ShuttingDown, Throttled
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
+from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.settings import Settings
 
@@ -47,6 +48,9 @@ class Services:
 def current_services(request: Request) -> Services:
     services: Services | None = getattr(request.app.state, "services", None)
     if services is None:
+        startup = getattr(request.app.state, "startup", None)
+        if startup is not None and startup.cause:  # the store is down at start: say why
+            raise StorageUnavailable(startup.cause)
         raise ShuttingDown("the server is not ready")
     return services
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from lakelog.platform.errors import LakelogError
+from lakelog.platform.storage import STORAGE_ERRORS
 
 if TYPE_CHECKING:
     from lakelog.platform import Broker
     from lakelog.platform.groups import GroupCoordinator
 
+# What a scrape passes over (a topic deleted meanwhile, a closed broker, a failing store); a bug still raises.
+SKIPPED: tuple[type[BaseException], ...] = (LakelogError, *STORAGE_ERRORS)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -19,6 +24,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # CPU, memory, open files (process_*) and the Python version: the default registry's collectors, here
+        # on lakelog's own registry (one per server, so tests with several servers do not share series).
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self.produce_records = Counter("lakelog_produce_records", "Records produced", ["topic"], registry=r)
         self.produce_bytes = Counter("lakelog_produce_bytes", "Request body bytes produced", ["topic"], registry=r)
         self.produce_latency = Histogram("lakelog_produce_latency_seconds", "Produce request latency",
@@ -59,6 +68,7 @@ class _StateCollector(Collector):
             conflicts.add_metric([topic], topic_log.conflicts)
         yield commits
         yield conflicts
+        yield from self._offsets()
         store = self.coordinator.store
         yield CounterMetricFamily("lakelog_offset_commits", "Delta commits of consumer offsets", value=store.commits)
         yield CounterMetricFamily("lakelog_offset_commit_retries", "Retried consumer-offset commits",
@@ -66,11 +76,36 @@ class _StateCollector(Collector):
         yield CounterMetricFamily("lakelog_group_rebalances", "Group rebalances", value=self.coordinator.rebalances)
         lag = GaugeMetricFamily("lakelog_consumer_lag", "Log end offset minus committed offset",
                                 labels=["group", "topic", "partition"])
+        members = GaugeMetricFamily("lakelog_group_members", "Members of a consumer group", labels=["group"])
         for group in self.coordinator.group_ids():
             try:
                 view = self.coordinator.describe(group)
             except Exception:
                 continue
+            members.add_metric([group], len(view.members))
             for (topic, partition), value in view.lag.items():
                 lag.add_metric([group, topic, str(partition)], value)
         yield lag
+        yield members
+
+    def _offsets(self) -> Iterator:
+        """Log end and log start offset of every partition of every topic in the catalog."""
+        end = GaugeMetricFamily("lakelog_log_end_offset", "Offset the next record of the partition gets",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("lakelog_log_start_offset", "First offset still in the partition",
+                                  labels=["topic", "partition"])
+        try:
+            topics = self.broker.list_topics()
+        except SKIPPED:  # store down or broker closed: the scrape still answers, without these series
+            topics = []
+        for meta in topics:
+            try:
+                description = self.broker.describe_topic(meta.name)
+            except SKIPPED:  # deleted since listed, or the store failed: skip the topic
+                continue
+            for state in description.partitions:
+                labels = [meta.name, str(state.partition)]
+                end.add_metric(labels, state.log_end_offset)
+                start.add_metric(labels, state.log_start_offset)
+        yield end
+        yield start

@@ -290,3 +290,19 @@ class AclCreate(Request):
 
 class Health(Strict):
     status: str
+
+
+# ---- errors --------------------------------------------------------------------
+
+
+class ErrorResponse(Strict):
+    """Every error answer (4xx, 5xx)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "error_code": "UNKNOWN_TOPIC_OR_PARTITION", "message": "unknown topic 'orders'", "retriable": False}]})
+
+    error_code: str = Field(description="Kafka's error name where one fits, e.g. UNKNOWN_TOPIC_OR_PARTITION")
+    message: str = Field(description="What went wrong, for a person")
+    retriable: bool = Field(description="Whether the same request may succeed later (503 and 429 answers)")
+    log_start_offset: int | None = Field(None, description="OFFSET_OUT_OF_RANGE only: first offset still there")
+    log_end_offset: int | None = Field(None, description="OFFSET_OUT_OF_RANGE only: offset the next record gets")

@@ -8,6 +8,7 @@ import logging
 import uvicorn
 
 from lakelog.ingest_api.app import create_app
+from lakelog.observability import startup_log
 from lakelog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,19 +37,48 @@ def check_exposure(settings: Settings) -> None:
 
 
 def uvicorn_config(settings: Settings, log_level: str = "warning") -> uvicorn.Config:
-    return uvicorn.Config(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
-        access_log=False,
+        access_log=settings.access_log,
         lifespan="on",
         timeout_graceful_shutdown=settings.shutdown_timeout_s,
         log_config=None,
     )
+    if settings.access_log:  # one line per request even when the rest is quiet (uvicorn set it to log_level)
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
+    return config
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, saying once where it listens when the sockets are bound."""
+
+    def __init__(self, config: uvicorn.Config, settings: Settings) -> None:
+        super().__init__(config)
+        self.settings = settings
+
+    async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+        await super().startup(sockets)
+        if self.started:
+            startup_log.info(start_line(self.settings, self.urls()))
+
+    def urls(self) -> list[str]:
+        bound = [sock.getsockname() for server in self.servers for sock in (server.sockets or ())]
+        return [f"http://{_host(address[0])}:{address[1]}" for address in bound] or [
+            f"http://{_host(self.settings.host)}:{self.settings.port}"]
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def start_line(settings: Settings, urls: list[str]) -> str:
+    authentication = "on" if settings.authentication else "off"
+    return f"lakelog serving {' '.join(urls)} root={settings.root} authentication={authentication}"
 
 
 def serve(settings: Settings, log_level: str = "warning") -> None:
     check_exposure(settings)
-    server = uvicorn.Server(uvicorn_config(settings, log_level))
-    server.run()
+    Server(uvicorn_config(settings, log_level), settings).run()

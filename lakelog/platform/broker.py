@@ -87,8 +87,10 @@ class OpenTopic:
 
 
 class Broker:
-    def __init__(self, settings: CoreSettings | None = None, **overrides: Any) -> None:
-        """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides."""
+    def __init__(self, settings: CoreSettings | None = None, *, create_catalog: bool = True,
+                 **overrides: Any) -> None:
+        """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides.
+        `create_catalog=False`: a root without a catalog raises `CatalogMissing` instead of getting one."""
         given = settings if settings is not None else Settings(**overrides)
         self.settings = given.core if isinstance(given, Settings) else given
         self.replicas: ReplicaManager | None = None
@@ -99,7 +101,7 @@ class Broker:
             self.control_site = self.settings.control_site or next(iter(sites))
             self.storage = sites[self.control_site]  # the catalog and control tables live there
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
-        self.catalog = Catalog(self.storage)
+        self.catalog = Catalog(self.storage, create=create_catalog)
         self._topics: dict[str, OpenTopic] = {}
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)

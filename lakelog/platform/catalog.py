@@ -19,17 +19,19 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 
 from lakelog.platform.clock import now_ms, to_ms
-from lakelog.platform.control_table import latest_rows, open_control_table, reread_if_changed
+from lakelog.platform.control_table import control_table_exists, latest_rows, open_control_table, reread_if_changed
 from lakelog.platform.errors import (
+    CatalogMissing,
     InvalidPartitions,
     InvalidRequest,
     InvalidTopic,
     TopicAlreadyExists,
+    StorageUnavailable,
     UnknownTopicOrPartition,
 )
 from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import TopicLog
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.platform.topic_config import TopicConfig, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
 
@@ -70,10 +72,13 @@ def validate_partitions(partitions: Any) -> int:
 
 
 class Catalog:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, create: bool = True) -> None:
+        """`create=False`: a root without a catalog raises `CatalogMissing` (readers create nothing).
+        `created` tells whether this call created the catalog. Storage failures raise `StorageUnavailable`
+        with one line naming the root and the cause."""
         self.storage = storage
         self._lock = threading.RLock()
-        self._dt = open_control_table(storage, CATALOG_TABLE, CATALOG_SCHEMA)
+        self._dt, self.created = _open_catalog(storage, create)
         self._topics: dict[str, TopicMeta] = {}
         self._version = -1
         self.refresh()
@@ -188,6 +193,17 @@ class Catalog:
                 self.refresh()
                 return self._topics.get(name)
         raise InvalidRequest(f"topic {name!r} is being changed concurrently; try again")
+
+
+def _open_catalog(storage: Storage, create: bool) -> tuple[Any, bool]:
+    try:
+        exists = control_table_exists(storage, CATALOG_TABLE)
+        if not exists and not create:
+            raise CatalogMissing(f"{storage.root} holds no lakelog catalog; `lakelog topics create` or "
+                                 "`lakelog serve` creates one")
+        return open_control_table(storage, CATALOG_TABLE, CATALOG_SCHEMA), not exists
+    except STORAGE_ERRORS as exc:
+        raise StorageUnavailable(describe_storage_error(storage, exc)) from None
 
 
 class _LeftoverTable(Exception):

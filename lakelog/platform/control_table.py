@@ -17,9 +17,13 @@ from lakelog.platform.storage import Storage
 CONTROL_TABLE_PROPERTIES = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 7 days"}
 
 
+def control_table_exists(storage: Storage, path: str) -> bool:
+    return DeltaTable.is_deltatable(storage.uri(path), storage_options=storage.delta_options())
+
+
 def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
     uri = storage.uri(path)
-    if not DeltaTable.is_deltatable(uri, storage_options=storage.delta_options()):
+    if not control_table_exists(storage, path):
         DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
                           storage_options=storage.delta_options())
     return DeltaTable(uri, storage_options=storage.delta_options())

@@ -99,6 +99,12 @@ class NotEnoughReplicas(LakelogError):
     retriable = True
 
 
+class CatalogMissing(LakelogError):
+    """The root holds no lakelog catalog, and the caller only reads: nothing is created for it."""
+
+    code = "CATALOG_NOT_FOUND"
+
+
 class StorageWriteFailed(LakelogError):
     """Storage refused a write for a reason a retry cannot fix (a cast or schema error, a bad path)."""
 

@@ -7,6 +7,7 @@ files, deletes), so one setting configures both.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -56,6 +57,39 @@ def is_retriable(error: BaseException) -> bool:
     if isinstance(error, DeltaError):
         return not any(marker in str(error) for marker in _DATA_ERRORS)
     return isinstance(error, (OSError, BotoCoreError))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_BUCKET = re.compile(r"<BucketName>([^<]+)</BucketName>")
+
+
+def describe_storage_error(storage: "Storage", error: BaseException) -> str:
+    """One line naming the root and the cause (no credentials, endpoint unreachable, no bucket, permission
+    denied), instead of the nested report delta-rs and botocore give."""
+    return f"cannot use root {storage.root}: {_storage_cause(storage, error)}"
+
+
+def _storage_cause(storage: "Storage", error: BaseException) -> str:
+    text = _ANSI.sub("", str(error))
+    endpoint = storage.options.get("aws_endpoint_url", "the S3 endpoint")
+    if "NoSuchBucket" in text:
+        bucket = _BUCKET.search(text)
+        name = bucket.group(1) if bucket else storage.root.removeprefix("s3://").split("/", 1)[0]
+        return f"bucket {name!r} does not exist"
+    # Without keys, S3 clients fall back to the instance metadata service (169.254.169.254).
+    if "169.254.169.254" in text or "NoCredentials" in text or "Unable to locate credentials" in text:
+        return ("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                "(or aws_access_key_id/aws_secret_access_key in LAKELOG_STORAGE)")
+    if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
+        return "the credentials were refused (InvalidAccessKeyId or SignatureDoesNotMatch)"
+    if isinstance(error, PermissionError) or "AccessDenied" in text or "403 Forbidden" in text:
+        return "permission denied"
+    if any(marker in text for marker in ("Connection refused", "tcp connect error", "dns error",
+                                          "Could not connect", "EndpointConnectionError", "timed out")):
+        reason = "connection refused" if "refused" in text else "no connection"
+        return f"endpoint {endpoint} is unreachable ({reason})"
+    first = next((line.strip(" ↳") for line in text.splitlines() if line.strip(" ↳")), type(error).__name__)
+    return f"{type(error).__name__}: {first}"
 
 
 def normalize_options(options: Mapping[str, str] | None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from lakelog.ingest_api.models import AclCreate, AclList, AclModel, Health
 from lakelog.ingest_api.routes.records import json_response
 from lakelog.platform.acl import CLUSTER, Acl, AclFilter
 from lakelog.platform.errors import StorageUnavailable
+from lakelog.platform.storage import STORAGE_ERRORS, describe_storage_error
 
 acl_router = APIRouter(prefix="/v1/acls", tags=["access control"])
 ops_router = APIRouter(tags=["operations"])
@@ -80,8 +81,8 @@ async def readyz(services: Svc) -> Response:
                              503)
     try:
         await blocking(services.broker.catalog.refresh)
-    except Exception as exc:  # storage unreachable: not ready
-        raise StorageUnavailable(f"storage is not reachable: {exc}") from None
+    except STORAGE_ERRORS as exc:  # storage unreachable: not ready
+        raise StorageUnavailable(describe_storage_error(services.broker.storage, exc)) from None
     return json_response({"status": "ready"})
 
 

@@ -74,7 +74,7 @@ QUERY_NAMES = frozenset(p["name"] for p in PRODUCE_PARAMETERS if p["in"] == "que
     dependencies=[Depends(bearer)],
 )
 async def produce(topic: TopicName, request: Request) -> Response:
-    """The hot path: query and headers are read directly (no per-parameter dependency solving)."""
+    # The hot path: query and headers are read directly (no per-parameter dependency solving).
     started = time.perf_counter()
     services = current_services(request)
     principal = services.authorizer.authenticate(bearer_token(request))
