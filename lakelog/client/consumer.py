@@ -101,6 +101,7 @@ class Consumer:
         self._skip: dict[TP, int] = {}  # subscribe mode: a forward seek, records below are dropped
         self._fetch_at: dict[TP, int] = {}  # assign mode: the next offset to fetch
         self._cursor = 0
+        self._given_up: set[TP] = set()  # partitions given up during the fetch in progress
         self._last_auto_commit = time.monotonic()
         self._closed = False
         self._stop = threading.Event()
@@ -179,7 +180,8 @@ class Consumer:
             if left <= 0:
                 return []
             wait = min(left, int(self._config["fetch.wait.max.ms"]) / 1000)
-            self._buffer.extend(self._fetch_group(wait) if self._mode == "subscribe" else self._fetch_assigned(wait))
+            fetched = self._fetch_group(wait) if self._mode == "subscribe" else self._fetch_assigned(wait)
+            self._buffer.extend(fetched)  # after the fetch: it may have purged the buffer
 
     def _hand_out(self, limit: int) -> list[Message]:
         out: list[Message] = []
@@ -202,6 +204,7 @@ class Consumer:
                   "key_format": "base64", "value_format": "base64"}
         if self._config["fetch.max.bytes"]:
             params["max_bytes"] = int(self._config["fetch.max.bytes"])
+        self._given_up.clear()
         try:
             answer = self._session.request("GET", f"{self._group_path()}/members/{quote(member, safe='')}/records",
                                            params=params, timeout_s=wait_s + self._request_s)
@@ -213,7 +216,9 @@ class Consumer:
         if any((m.topic(), m.partition()) not in self._assignment for m in messages):
             self._beat(self._session)
         self._serve_group_changes()
-        return messages
+        # Records of partitions given up meanwhile were committed up to what was handed out: their new
+        # owner reads them from there.
+        return [m for m in messages if (m.topic(), m.partition()) not in self._given_up]
 
     def _fetch_failed(self, error: KafkaError, wait_s: float) -> list[Message]:
         if error.code() in MEMBER_GONE:
@@ -285,7 +290,7 @@ class Consumer:
             offset = self._list_offset(tp, "latest")
         if offset < 0:
             raise KafkaException(KafkaError(INVALID_ARG, f"cannot seek to offset {partition.offset}"))
-        self._buffer = deque(m for m in self._buffer if (m.topic(), m.partition()) != tp)
+        self._drop_buffered({tp})
         if self._mode == "assign":
             self._fetch_at[tp] = offset
             self._positions[tp] = offset
@@ -333,11 +338,23 @@ class Consumer:
             raise KafkaException(KafkaError("_NO_OFFSET", "nothing to commit"))
         member, generation = (self._member_id, self._generation) if self._mode == "subscribe" else (None, -1)
         if not asynchronous:
-            return self._commit_now(self._session, wanted, member, generation)
+            try:
+                return self._commit_now(self._session, wanted, member, generation)
+            except KafkaException as exc:
+                self._note_gone(exc.args[0], member)
+                raise
         if self._committer is None:
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="lakelog-commit")
         self._committer.submit(self._commit_async, wanted, member, generation)
         return None
+
+    def _note_gone(self, error: KafkaError, member: str | None) -> None:
+        """A commit answered that the server forgot this member: rejoin at the next poll (and drop what
+        was fetched but not handed out: it comes again from the committed offsets)."""
+        if error.code() in MEMBER_GONE and member is not None:
+            with self._lock:
+                if self._member_id == member:
+                    self._rejoin = True
 
     def _commit_async(self, wanted: dict[TP, int], member: str | None, generation: int) -> None:
         callback: CommitCallback | None = self._config["on_commit"]
@@ -347,6 +364,7 @@ class Consumer:
             error = None
         except KafkaException as exc:
             error = exc.args[0]
+            self._note_gone(error, member)
             log.warning("async commit failed: %s", error)
         finally:
             session.close()
@@ -471,7 +489,8 @@ class Consumer:
             if wanted:
                 self._commit_revoked(wanted)
         self._assignment -= partitions
-        self._buffer = deque(m for m in self._buffer if (m.topic(), m.partition()) not in partitions)
+        self._given_up |= partitions
+        self._drop_buffered(partitions)
         for tp in partitions:
             self._positions.pop(tp, None)
             self._skip.pop(tp, None)
@@ -490,6 +509,12 @@ class Consumer:
                     log.warning("commit of revoked partitions failed: %s", exc)
                     return
                 generation = int(self._call("GET", self._group_path())["generation"])
+
+    def _drop_buffered(self, partitions: set[TP]) -> None:
+        """Forget fetched, not handed out records of these partitions (in place: one buffer for good)."""
+        kept = [m for m in self._buffer if (m.topic(), m.partition()) not in partitions]
+        self._buffer.clear()
+        self._buffer.extend(kept)
 
     def _lose_all(self) -> None:
         """The server no longer knows this member: its partitions may be someone else's already."""
