@@ -265,13 +265,16 @@ def test_admin_client(start_server: Callable[..., Server]) -> None:
             producer.produce("audit", str(i), partition=0)
     assert admin.list_offsets("audit", 0, "earliest") == 0 and admin.list_offsets("audit", 0, "latest") == 10
 
-    consumer = Consumer(server.url, {"group.id": "auditors", "auto.offset.reset": "earliest"})
+    commits: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+    consumer = Consumer(server.url, {"group.id": "auditors", "auto.offset.reset": "earliest",
+                                     "on_commit": lambda err, parts: commits.append((err, parts))})
     consumer.assign([TopicPartition("audit", 0, OFFSET_BEGINNING)])
     assert len(consume(consumer, 10)) == 10
     consumer.seek(TopicPartition("audit", 0, 7))
     assert [m.offset() for m in consume(consumer, 3)] == [7, 8, 9]
-    consumer.commit(asynchronous=False)
-    consumer.close()
+    assert consumer.commit() is None  # asynchronous, as confluent-kafka's default
+    consumer.close()  # waits for the commit in flight
+    assert [(err, [(tp.partition, tp.offset) for tp in parts]) for err, parts in commits] == [(None, [(0, 10)])]
     assert admin.list_groups() == {"auditors": "Empty"}
     assert [(tp.partition, tp.offset) for tp in admin.list_consumer_group_offsets("auditors")] == [(0, 10)]
     assert admin.describe_group("auditors")["state"] == "Empty"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from lakelog.client.batching import Accumulator, Pending
 from lakelog.client.consumer import join_body
 from lakelog.client.rebalance import changes
@@ -98,3 +101,10 @@ def test_join_body_uses_kafka_names_and_patterns() -> None:
     assert body["pattern"] == r"orders|(?:audit-.*)" and "topics" not in body
     assert body["auto.offset.reset"] == "earliest" and body["group.instance.id"] == "i-1"
     assert join_body(config, "latest", "range", ["orders"])["topics"] == ["orders"]
+
+
+def test_the_client_imports_neither_the_server_nor_the_core() -> None:
+    code = ("import sys, lakelog.client; print(sorted(m for m in sys.modules if m.startswith("
+            "('fastapi', 'lakelog.ingest_api', 'lakelog.platform', 'pyspark'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
