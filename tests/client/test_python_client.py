@@ -301,3 +301,39 @@ def test_api_key(start_server: Callable[..., Server]) -> None:
     with Producer(server.url, {"api.key": "admin-secret"}) as producer:
         future = producer.produce("secret", "x")
     assert future.result().offset() == 0
+
+
+def test_eager_rebalance_with_a_pattern_subscription(start_server: Callable[..., Server]) -> None:
+    server = start_server()
+    AdminClient(server.url).create_topic("clicks-a", 2)
+    AdminClient(server.url).create_topic("clicks-b", 2)
+    with Producer(server.url) as producer:
+        for i in range(200):
+            producer.produce("clicks-a" if i % 2 else "clicks-b", str(i), key=str(i))
+    events: list[tuple[int, str, list[tuple[str, int]]]] = []
+
+    def log(i: int, kind: str) -> Callable[[Consumer, list[TopicPartition]], None]:
+        return lambda consumer, parts: events.append((i, kind, [tp.key() for tp in parts]))
+
+    config = {"group.id": "clickers", "auto.offset.reset": "earliest", **FAST_GROUP}
+    first, second = Consumer(server.url, config), Consumer(server.url, config)
+    first.subscribe(["^clicks-.*"], on_assign=log(1, "assign"), on_revoke=log(1, "revoke"))
+    got = consume(first, 50)
+    second.subscribe(["^clicks-.*"], on_assign=log(2, "assign"), on_revoke=log(2, "revoke"))
+    deadline = time.monotonic() + 20
+    while len({int(m.value()) for m in got}) < 200 and time.monotonic() < deadline:
+        got.extend(first.consume(100, 0.2))
+        got.extend(second.consume(100, 0.2))
+    assert {int(m.value()) for m in got} == set(range(200))  # at least once (eager: a few may come twice)
+    while len(first.assignment()) != 2 and time.monotonic() < deadline:  # poll() is where changes land
+        first.consume(100, 0.2)
+        second.consume(100, 0.2)
+    assert len(first.assignment()) == len(second.assignment()) == 2
+    assert sorted(tp.key() for c in (first, second) for tp in c.assignment()) == \
+        [("clicks-a", 0), ("clicks-a", 1), ("clicks-b", 0), ("clicks-b", 1)]
+    # Eager, as Kafka: the first member gave up its whole assignment, then got its new one.
+    everything = [(t, p) for t in ("clicks-a", "clicks-b") for p in (0, 1)]
+    assert (1, "assign", everything) in events and (1, "revoke", everything) in events
+    assert [e for e in events if e[0] == 2 and e[1] == "assign"]
+    first.close()
+    second.close()
