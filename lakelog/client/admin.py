@@ -10,7 +10,6 @@ import time
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from lakelog.client.errors import NOT_IMPLEMENTED, KafkaError, KafkaException
 from lakelog.client.http import Session, with_retries
 from lakelog.client.message import TopicPartition
 
@@ -73,8 +72,8 @@ class AdminClient:
         return self._call("GET", f"/v1/groups/{_q(group)}")
 
     def delete_group(self, group: str) -> None:
-        """Not offered by the server's HTTP API (it has no group delete route)."""
-        raise KafkaException(KafkaError(NOT_IMPLEMENTED, "the server has no route to delete a group"))
+        """Delete an empty group and its committed offsets; NON_EMPTY_GROUP while it has members."""
+        self._call("DELETE", f"/v1/groups/{_q(group)}")
 
     # ---- offsets -------------------------------------------------------------------------------
 

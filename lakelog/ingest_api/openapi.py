@@ -45,6 +45,7 @@ CONFLICTS: dict[tuple[str, str], str] = {
     ("get", "/v1/groups/{group}/members/{member}/records"): "ILLEGAL_GENERATION",
     ("post", "/v1/groups/{group}/offsets"): "ILLEGAL_GENERATION",
     ("post", "/v1/groups/{group}/offsets/reset"): "NON_EMPTY_GROUP",
+    ("delete", "/v1/groups/{group}"): "NON_EMPTY_GROUP",
 }
 PRODUCE = ("post", "/v1/topics/{topic}/records")
 

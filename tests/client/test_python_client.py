@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
-from conftest import Server
+from client_server import Server
 from log_check import assert_topic_intact
 
 from lakelog.client import (
@@ -280,9 +280,11 @@ def test_admin_client(start_server: Callable[..., Server]) -> None:
     assert admin.describe_group("auditors")["state"] == "Empty"
     reset = admin.reset_consumer_group_offsets("auditors", "earliest", topics=["audit"])
     assert [(tp.partition, tp.offset) for tp in reset if tp.partition == 0] == [(0, 0)]
-    with pytest.raises(KafkaException) as unsupported:
-        admin.delete_group("auditors")
-    assert unsupported.value.args[0].code() == "_NOT_IMPLEMENTED"
+    admin.delete_group("auditors")
+    assert admin.list_groups() == {}
+    with pytest.raises(KafkaException) as gone:
+        admin.list_consumer_group_offsets("auditors")
+    assert gone.value.args[0].code() == "GROUP_ID_NOT_FOUND"
     admin.delete_topic("audit")
     assert admin.list_topics() == {}
     with pytest.raises(KafkaException) as unknown:

@@ -152,6 +152,25 @@ def test_stale_generation_commit_is_refused(client: httpx.Client, topic_name: st
     assert unknown.status_code == 404 and unknown.json()["error_code"] == "UNKNOWN_MEMBER_ID"
 
 
+def test_an_empty_group_is_deleted_with_its_offsets_and_a_live_one_is_not(client: httpx.Client,
+                                                                         topic_name: str) -> None:
+    group = f"g-{topic_name}"
+    create_topic(client, topic_name, 1)
+    member = Member(client, group, topics=[topic_name])
+    member.heartbeat()
+    assert client.post(f"/v1/groups/{group}/offsets", json={
+        "member_id": member.member_id, "generation": member.generation,
+        "offsets": [{"topic": topic_name, "partition": 0, "offset": 0}]}).status_code == 200
+    busy = client.delete(f"/v1/groups/{group}")
+    assert busy.status_code == 409 and busy.json()["error_code"] == "NON_EMPTY_GROUP"
+    assert committed(client, group) == {(topic_name, 0): 0}
+    assert client.delete(f"/v1/groups/{group}/members/{member.member_id}").status_code == 204
+    assert client.delete(f"/v1/groups/{group}").status_code == 204
+    gone = client.get(f"/v1/groups/{group}/offsets")
+    assert gone.status_code == 404 and gone.json()["error_code"] == "GROUP_ID_NOT_FOUND"
+    assert group not in [g["group"] for g in client.get("/v1/groups").json()["groups"]]
+
+
 def test_static_member_restart_keeps_partitions_without_rebalance(client: httpx.Client, topic_name: str) -> None:
     group = f"g-{topic_name}"
     create_topic(client, topic_name, 4)

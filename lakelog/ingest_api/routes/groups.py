@@ -116,6 +116,14 @@ async def leave(group: GroupId, member: MemberId, services: Svc, principal: Prin
     return Response(status_code=204)
 
 
+@router.delete("/{group}", status_code=204,
+               summary="Delete an empty group: its committed offsets are removed (Kafka's DeleteGroups)")
+async def delete_group(group: GroupId, services: Svc, principal: Principal) -> Response:
+    services.authorizer.check(principal, "delete", "group", group)
+    await blocking(services.coordinator.delete_group, group)  # writes the offsets table: off the event loop
+    return Response(status_code=204)
+
+
 @router.post("/{group}/offsets", response_model=GroupOffsets,
              summary="Commit offsets (the next offset to read); answered once durable")
 async def commit(group: GroupId, body: CommitOffsets, services: Svc, principal: Principal) -> GroupOffsets:
