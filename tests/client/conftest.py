@@ -1,3 +1,3 @@
-"""The client tests' fixtures; they live in client_server.py, whose name (unlike conftest) is unique on sys.path."""
+"""The client tests run against the HTTP tests' real servers (uvicorn on 127.0.0.1 in a thread)."""
 
-from client_server import shared_server, start_server  # noqa: F401  (fixtures)
+from tests.http.conftest import start_server  # noqa: F401  (a fixture)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
-from client_server import Server
+from tests.http.conftest import ThreadServer as Server
 from log_check import assert_topic_intact
 
 from lakelog.client import (

@@ -35,11 +35,12 @@ def free_port() -> int:
 
 
 class ThreadServer:
-    """uvicorn in a thread of the test process; stop() is a graceful shutdown."""
+    """uvicorn in a thread of the test process; stop() is a graceful shutdown; a new one may take the same
+    root and port (a restart)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, port: int | None = None) -> None:
         self.settings = settings
-        self.port = free_port()
+        self.port = port or free_port()
         self.app = create_app(settings)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on", log_config=None, timeout_graceful_shutdown=10)
@@ -49,6 +50,10 @@ class ThreadServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def root(self) -> str:
+        return self.settings.root
 
     def start(self) -> "ThreadServer":
         self.thread.start()
@@ -127,11 +132,11 @@ def make_settings(root: Path | str, **overrides: Any) -> Settings:
 
 @pytest.fixture
 def start_server(tmp_path: Path) -> Iterator[Callable[..., ThreadServer]]:
-    """Start servers (same root unless given); all are stopped at the end."""
+    """Start servers (same root unless given; a port to restart on); all are stopped at the end."""
     started: list[ThreadServer] = []
 
-    def start(root: Path | str | None = None, **overrides: Any) -> ThreadServer:
-        server = ThreadServer(make_settings(root or tmp_path / "root", **overrides)).start()
+    def start(root: Path | str | None = None, port: int | None = None, **overrides: Any) -> ThreadServer:
+        server = ThreadServer(make_settings(root or tmp_path / "root", **overrides), port).start()
         started.append(server)
         return server
 
