@@ -48,7 +48,8 @@ class Metrics:
 
 
 class _StateCollector(Collector):
-    """Read at scrape time: Delta commits and conflicts per topic, offset commits, lag per group and partition."""
+    """Read at scrape time from memory: per topic this node produced to, Delta commits, conflicts and log start
+    and end offsets per partition; offset commits, group members and lag per group and partition."""
 
     def __init__(self, broker: "Broker", coordinator: "GroupCoordinator", topics: set[str]) -> None:
         self.broker = broker
@@ -59,16 +60,23 @@ class _StateCollector(Collector):
         commits = CounterMetricFamily("lakelog_delta_commits", "Delta commits of topic tables", labels=["topic"])
         conflicts = CounterMetricFamily("lakelog_delta_commit_conflicts",
                                         "Delta commit conflicts (each one retried)", labels=["topic"])
+        end = GaugeMetricFamily("lakelog_log_end_offset", "Offset the next record of the partition gets",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("lakelog_log_start_offset", "First offset still in the partition",
+                                  labels=["topic", "partition"])
+        # The topics this node serves, as it sees them: no storage request and no topic opened by a scrape.
         for topic in sorted(self.topics):
             try:
-                topic_log = self.broker.topic_log(topic)
-            except Exception:  # deleted topic or closed broker: nothing to report
+                topic_log, partitions = self.broker.topic_log(topic), self.broker.topic(topic).partitions
+                states = [topic_log.partition_state(p) for p in range(partitions)]
+            except SKIPPED:  # deleted topic or closed broker: nothing to report
                 continue
             commits.add_metric([topic], topic_log.commits)
             conflicts.add_metric([topic], topic_log.conflicts)
-        yield commits
-        yield conflicts
-        yield from self._offsets()
+            for state in states:
+                end.add_metric([topic, str(state.partition)], state.log_end_offset)
+                start.add_metric([topic, str(state.partition)], state.log_start_offset)
+        yield from (commits, conflicts, end, start)
         store = self.coordinator.store
         yield CounterMetricFamily("lakelog_offset_commits", "Delta commits of consumer offsets", value=store.commits)
         yield CounterMetricFamily("lakelog_offset_commit_retries", "Retried consumer-offset commits",
@@ -87,25 +95,3 @@ class _StateCollector(Collector):
                 lag.add_metric([group, topic, str(partition)], value)
         yield lag
         yield members
-
-    def _offsets(self) -> Iterator:
-        """Log end and log start offset of every partition of every topic in the catalog."""
-        end = GaugeMetricFamily("lakelog_log_end_offset", "Offset the next record of the partition gets",
-                                labels=["topic", "partition"])
-        start = GaugeMetricFamily("lakelog_log_start_offset", "First offset still in the partition",
-                                  labels=["topic", "partition"])
-        try:
-            topics = self.broker.list_topics()
-        except SKIPPED:  # store down or broker closed: the scrape still answers, without these series
-            topics = []
-        for meta in topics:
-            try:
-                description = self.broker.describe_topic(meta.name)
-            except SKIPPED:  # deleted since listed, or the store failed: skip the topic
-                continue
-            for state in description.partitions:
-                labels = [meta.name, str(state.partition)]
-                end.add_metric(labels, state.log_end_offset)
-                start.add_metric(labels, state.log_start_offset)
-        yield end
-        yield start
