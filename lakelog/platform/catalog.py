@@ -25,8 +25,8 @@ from lakelog.platform.errors import (
     InvalidPartitions,
     InvalidRequest,
     InvalidTopic,
-    TopicAlreadyExists,
     StorageUnavailable,
+    TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
 from lakelog.platform.layout import CATALOG_TABLE, topic_path

@@ -246,6 +246,8 @@ def test_consumer_survives_server_restart(start_server: Callable[..., Server], t
     assert values == set(range(120))
     assert all(offset >= floor for _, offset, floor in deliveries), "a committed record came again"
     assert len(deliveries) - 120 <= failed_commits  # only records whose commit failed came again
+    offsets = assert_topic_intact(root, "ledger")
+    assert sum(len(o) for o in offsets.values()) == 120  # the restart lost no acknowledged record
 
 
 def test_admin_client(start_server: Callable[..., Server]) -> None:
