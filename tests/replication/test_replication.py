@@ -232,6 +232,9 @@ def test_a_follower_behind_the_leaders_kept_commits_starts_from_a_checkpoint(tmp
     for i in range(RETAINED_COMMITS + 40):  # acks=1, no replication round: b stays at version 0
         broker.produce("t", [Record(f"v{i}".encode(), partition=i % 2)], acks=1)
     a, b = broker.replicas.sites["a"], broker.replicas.sites["b"]
+    deadline = time.monotonic() + 30  # checkpoints and log cleanup run on the background maintenance thread
+    while versions(a, a.uri(topic_path("t")))[0] <= 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert versions(a, a.uri(topic_path("t")))[0] > 1  # the leader no longer keeps the early commits
     broker.sync_replicas(["t"])
     assert "b" in broker.replicas.state("t").isr
