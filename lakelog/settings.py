@@ -1,8 +1,8 @@
 """Node settings, in one place: flags, `LAKELOG_*` environment variables and defaults.
 
-Grouped by concern: `CoreSettings` (what the log core reads), `HttpSettings`, `GroupSettings` and
-`JobSettings`. `Settings` is all of them under flat `LAKELOG_<NAME>` environment variables; the core is
-handed `settings.core` and never sees the others.
+Grouped by concern: `CoreSettings` (what the log core reads), `HttpSettings`, `GroupSettings`,
+`ClusterSettings` and `JobSettings`. `Settings` is all of them under flat `LAKELOG_<NAME>` environment
+variables; the core is handed `settings.core` and never sees the others.
 
 Topic settings (`retention.ms`, `max.message.bytes`, ...) are not here: they
 live with each topic in the catalog (`platform/topic_config.py`).
@@ -68,6 +68,24 @@ class GroupSettings(BaseModel):
     offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")
 
 
+class ClusterSettings(BaseModel):
+    """Many `lakelog serve` nodes on one root: liveness through the root, node-to-node calls."""
+
+    node_id: str | None = Field(None, description="This node's id in the cluster (default: random per start)")
+    advertise: str | None = Field(None, description="URL other nodes reach this node at (default: its own "
+                                                    "http://host:port)")
+    cluster_secret: str | None = Field(None, description="Shared secret of node-to-node requests (needed unless "
+                                                         "every node binds loopback)")
+    broker_heartbeat_interval_ms: int = Field(2_000, ge=10, description="broker.heartbeat.interval.ms: how often a "
+                                                                         "node renews its heartbeat object")
+    broker_session_timeout_ms: int = Field(9_000, ge=50, description="broker.session.timeout.ms: a node that has "
+                                                                      "not renewed for this long is out")
+
+    @property
+    def cluster(self) -> "ClusterSettings":
+        return ClusterSettings.model_validate(self.model_dump(include=set(ClusterSettings.model_fields)))
+
+
 class JobSettings(BaseModel):
     """The maintenance jobs' schedule in `lakelog serve`."""
 
@@ -77,7 +95,7 @@ class JobSettings(BaseModel):
         description="Where local Spark's own log (WARN and above) goes, out of the server's log")
 
 
-class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, JobSettings):
+class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, ClusterSettings, JobSettings):
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", env_nested_delimiter="__", extra="ignore")
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
 import threading
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -15,11 +16,16 @@ from starlette.responses import Response
 from lakelog.ingest_api import errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
+from lakelog.ingest_api.cluster_routing import GroupRouting
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.metrics import Metrics
-from lakelog.ingest_api.routes import admin, groups, records, topics
+from lakelog.ingest_api.routes import admin, cluster, groups, records, topics
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
+from lakelog.platform.cluster import Membership, Node
+from lakelog.platform.cluster.forwarding import NodeClient
+from lakelog.platform.cluster.membership import new_node_id
+from lakelog.platform.cluster.ownership import group_key
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
@@ -60,7 +66,27 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
     authorizer = Authorizer(acls, settings.api_keys, settings.admin_principals)
     metrics = Metrics()
     metrics.attach(broker, coordinator)
+    join_cluster(settings, broker, coordinator)
     return Services(settings, broker, coordinator, acls, authorizer, metrics)
+
+
+def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> None:
+    """Every server is a node of the cluster of its root (alone, it leads everything): it renews its
+    heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns."""
+    node = Node(settings.node_id or new_node_id(), settings.advertise or own_address(settings))
+    membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
+                            settings.broker_session_timeout_ms)
+    membership.on_change(lambda _, view: coordinator.reassign(
+        lambda group_id: view.is_local(view.owner(group_key(group_id)))))
+    membership.start()
+    broker.join_cluster(membership, NodeClient(settings.cluster_secret))
+
+
+def own_address(settings: Settings) -> str:
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):  # all interfaces: the others reach us by our host name's address
+        host = socket.gethostbyname(socket.gethostname())
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
 
 
 class Startup:
@@ -112,6 +138,8 @@ class Startup:
 def stop_services(services: Services) -> None:
     """Graceful: no new produce, pending produce flushed (acks >= 1 answered), group offsets committed."""
     services.closing = True
+    if services.broker.cluster is not None:  # the others take this node's topics and groups at their next round
+        services.broker.cluster.leave()
     try:
         services.coordinator.close()
     finally:
@@ -154,8 +182,10 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     errors.install(app, count_error)
     if settings.docs_require_key and settings.authentication:
         _guard_docs(app)
+    app.add_middleware(GroupRouting)  # group requests go to the group's coordinator node
     app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
-    for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router):
+    for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router,
+                   cluster.router):
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

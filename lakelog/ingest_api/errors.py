@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from lakelog.platform import acl
 from lakelog.platform import errors as core
+from lakelog.platform.cluster import errors as cluster
 from lakelog.platform.groups import errors as groups
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (acl.TopicAuthorizationFailed, 403),
     (acl.GroupAuthorizationFailed, 403),
     (acl.ClusterAuthorizationFailed, 403),
+    (cluster.ClusterAuthFailed, 403),
     (core.UnknownTopicOrPartition, 404),
     (groups.UnknownMemberId, 404),
     (groups.GroupIdNotFound, 404),
@@ -93,6 +95,8 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (core.StorageUnavailable, 503),
     (core.NotEnoughReplicas, 503),
     (core.BrokerClosed, 503),
+    (cluster.NotInCluster, 503),
+    (cluster.NodeUnavailable, 503),
     (ShuttingDown, 503),
 ]
 

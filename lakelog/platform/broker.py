@@ -18,6 +18,11 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.catalog import Catalog, TopicMeta
+from lakelog.platform.cluster import Membership, Node
+from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.forwarding import NodeClient, TopicForwarder
+from lakelog.platform.cluster.ownership import topic_key
+from lakelog.platform.cluster.wire import ForwardedCall
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
@@ -80,8 +85,11 @@ class OpenTopic:
         self.producers = ProducerStateManager(self.log.producer_history)
         self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers,
                                   broker.committed)
+        self.forwarders: dict[str, TopicForwarder] = {}  # node id -> calls on their way to that leader
 
     def close(self) -> None:
+        for forwarder in list(self.forwarders.values()):
+            forwarder.close()
         self.writer.close()
         self.log.close()
 
@@ -103,6 +111,8 @@ class Broker:
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage, create=create_catalog)
         self._topics: dict[str, OpenTopic] = {}
+        self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
+        self._nodes: NodeClient | None = None
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
         self._lock = threading.RLock()
@@ -227,7 +237,8 @@ class Broker:
         producer: ProducerBatch | None = None,
     ) -> Future:
         """Partition and queue for the next flush, which checks the records (`validate_records`) in bulk with
-        the other calls it commits; the future gives a ProduceResult or the error of a bad record."""
+        the other calls it commits; the future gives a ProduceResult or the error of a bad record. In a
+        cluster, a topic led by another node has its calls checked here and forwarded to the leader."""
         acks_level = parse_acks(acks)
         opened = self._open(topic)
         config = opened.meta.config
@@ -240,20 +251,66 @@ class Broker:
         if producer is not None:
             _check_producer(producer)
         partitions = opened.partitioner.assign(keys, explicit, opened.meta.partitions, topic)
-        replicate = acks_level == -1 and self.replicas is not None and opened.replica_state is not None
-        if replicate:
-            self.replicas.ensure_in_sync(topic, config.min_insync_replicas)
         if acks_level == 0:  # answered before the flush: bad records must be refused here
             validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
-        future = opened.writer.submit(PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer))
+        pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
+        leader = self._remote_leader(topic)
+        if leader is not None:
+            future = self._forwarder(opened, leader).submit(pending)
+        else:
+            future = self._submit_here(opened, pending)
+        return _answered_now(partitions) if acks_level == 0 else future
+
+    def _submit_here(self, opened: OpenTopic, pending: PendingProduce) -> Future:
+        """This node commits the call (it leads the topic, or the leader is out of reach)."""
+        replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
-            return self._after_replication(opened, future)
-        if acks_level == 0:
-            done: Future = Future()
-            n = len(partitions)
-            done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
-            return done
-        return future
+            self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
+        future = opened.writer.submit(pending)
+        return self._after_replication(opened, future) if replicate else future
+
+    def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:
+        """Calls another node checked, partitioned and forwarded here (the topic's leader): committed here,
+        with this node's own calls, whatever this node's view of the leadership (it is never forwarded on)."""
+        opened = self._open(topic)
+        highest = max(int(call.partitions.max()) for call in calls)
+        self._partition_check(opened, highest)  # the sender may know of partitions added since we looked
+        config = opened.meta.config
+        return [self._submit_here(opened, PendingProduce(call.table, call.partitions,
+                                                         Deadline.after_ms(call.timeout_ms), config,
+                                                         call.producer, call.acks))
+                for call in calls]
+
+    # ---- cluster ------------------------------------------------------------
+
+    def join_cluster(self, membership: Membership, client: NodeClient) -> None:
+        """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded."""
+        self.cluster, self._nodes = membership, client
+
+    def leader_of(self, topic: str) -> Node | None:
+        """The node leading `topic` by this node's view (None outside a cluster)."""
+        return None if self.cluster is None else self.cluster.view().owner(topic_key(topic))
+
+    def _remote_leader(self, topic: str) -> Node | None:
+        """The leader when it is another node; None when it is this one or this node has no fresh view
+        (writing here is always correct, only not the cheapest)."""
+        if self.cluster is None:
+            return None
+        try:
+            view = self.cluster.view()
+        except NotInCluster:
+            return None
+        leader = view.owner(topic_key(topic))
+        return None if view.is_local(leader) else leader
+
+    def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
+        with self._lock:
+            forwarder = opened.forwarders.get(leader.node_id)
+            if forwarder is None or forwarder.leader != leader:
+                forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
+                    opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
+                    self.settings.batch_bytes)
+            return forwarder
 
     def _deadline(self, timeout_ms: int | None) -> Deadline:
         return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
@@ -326,7 +383,8 @@ class Broker:
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
         return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
-                                   site or self.settings.site, min_bytes, lambda: self._closed)
+                                   site or self.settings.site, min_bytes, lambda: self._closed,
+                                   led_elsewhere=self._remote_leader(topic) is not None)
 
     def wait_for_commit(self, timeout_s: float) -> None:
         """Block until a topic of this node commits, or `timeout_s` passes (long polls over many topics)."""
@@ -406,12 +464,22 @@ class Broker:
         for opened in topics:
             opened.close()
         self._replication_pool.shutdown(wait=True)
+        if self._nodes is not None:
+            self._nodes.close()
 
     def __enter__(self) -> "Broker":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _answered_now(partitions: np.ndarray) -> Future:
+    """acks=0: the answer (no offsets) does not wait for the commit."""
+    done: Future = Future()
+    n = len(partitions)
+    done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
+    return done
 
 
 def _check_producer(producer: ProducerBatch) -> None:

@@ -2,7 +2,7 @@
 
 Reads go to the nearest in-sync replica when a site is asked for, else the leader's log. A long poll
 waits on the node's commit notification, bounded by the refresh interval, so other writers' commits
-(another process on the same root) are seen too. Consumers see offsets below the high watermark only:
+(another node of the cluster, another process on the same root) are seen too. Consumers see offsets below the high watermark only:
 on a replicated topic, what `min.insync.replicas` sites hold.
 """
 
@@ -31,12 +31,16 @@ class Fetcher:
         self.committed = committed
 
     def fetch(self, opened: "OpenTopic", partition: int, offset: int, max_records: int, max_bytes: int | None,
-              timeout_ms: int, site: str | None, min_bytes: int, closed: Callable[[], bool]) -> FetchResult:
+              timeout_ms: int, site: str | None, min_bytes: int, closed: Callable[[], bool],
+              led_elsewhere: bool = False) -> FetchResult:
+        """`led_elsewhere`: another node writes this topic, so even a fetch below this node's log end
+        refreshes (at most once per refresh interval) to answer a current high watermark."""
         topic = opened.meta.name
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         topic_log = self.replica_log(opened, site)
         while True:
-            if offset >= topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
+            if (led_elsewhere or offset >= topic_log.log_end_offset(partition)
+                    or offset < topic_log.log_start_offset(partition)):
                 topic_log.maybe_refresh(self.interval_s)  # another writer, or retention, may have moved the log
             high_watermark = self.high_watermark(opened, topic_log, partition)
             if high_watermark <= offset <= topic_log.log_end_offset(partition):

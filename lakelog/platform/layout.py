@@ -6,6 +6,7 @@
 <root>/_control/acls                access-control lists
 <root>/_control/replicas            replica sets, leaders and epochs
 <root>/_staging/sink                the Spark sink's staged files (deleted at commit)
+<root>/_cluster/nodes/<node id>     one heartbeat object per live `lakelog serve` node
 <root>/topics/<topic>               a topic's table
 ```
 """
@@ -17,6 +18,7 @@ OFFSETS_TABLE = "_control/consumer_offsets"
 ACLS_TABLE = "_control/acls"
 REPLICAS_TABLE = "_control/replicas"
 SINK_STAGING = "_staging/sink"
+CLUSTER_NODES = "_cluster/nodes"
 TOPICS = "topics"
 
 # The control tables copied to every site, commit for commit, by replication.

@@ -171,12 +171,10 @@ class Storage:
         return bytes(self.fsspec.cat_file(self.fs_path(uri)))
 
     def write_bytes(self, uri: str, data: bytes | pa.Buffer) -> None:
-        """One write (one PUT on S3)."""
+        """One write, atomic (one PUT on S3; locally a temporary file renamed over the name)."""
         path = self.fs_path(uri)
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
+            os.replace(_written_beside(path, data), path)  # readers see the old content or the new
         else:
             self.fsspec.pipe_file(path, data.to_pybytes() if isinstance(data, pa.Buffer) else data)
 
@@ -186,11 +184,7 @@ class Storage:
         path = self.fs_path(uri)
         try:
             if self.is_local:
-                folder = os.path.dirname(path)
-                os.makedirs(folder, exist_ok=True)
-                temporary = os.path.join(folder, f"_tmp_{uuid.uuid4().hex}")
-                with open(temporary, "wb") as f:
-                    f.write(data)
+                temporary = _written_beside(path, data)
                 try:
                     os.link(temporary, path)
                 finally:
@@ -212,11 +206,37 @@ class Storage:
         except FileNotFoundError:
             return []
 
+    def list_modified(self, uri: str) -> dict[str, float]:
+        """Name -> last-modified time (seconds, the store's clock) of the files directly under `uri`: one
+        LIST on S3."""
+        try:
+            entries = self.fsspec.ls(self.fs_path(uri), detail=True)
+        except FileNotFoundError:
+            return {}
+        found = {}
+        for entry in entries:
+            if entry.get("type") == "directory":
+                continue
+            modified = entry.get("mtime", entry.get("LastModified"))
+            found[entry["name"].rsplit("/", 1)[-1]] = modified.timestamp() if hasattr(modified, "timestamp") \
+                else float(modified)
+        return found
+
     def size(self, uri: str) -> int | None:
         try:
             return int(self.fsspec.size(self.fs_path(uri)))
         except FileNotFoundError:
             return None
+
+
+def _written_beside(path: str, data: bytes | pa.Buffer) -> str:
+    """`data` in a new temporary file in `path`'s folder (made if missing), to be renamed or linked."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f"_tmp_{uuid.uuid4().hex}")
+    with open(temporary, "wb") as f:
+        f.write(data)
+    return temporary
 
 
 def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ class PendingProduce:
     deadline: Deadline
     config: TopicConfig
     producer: ProducerBatch | None = None
+    acks: int = 1  # what the caller waits for (1 or -1; -1 is also replicated by the broker after the commit)
     future: Future = field(default_factory=Future)
     table: pa.Table | None = None  # the records as Arrow, set by the flush that checked them
 

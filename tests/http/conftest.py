@@ -39,9 +39,9 @@ class ThreadServer:
     root and port (a restart)."""
 
     def __init__(self, settings: Settings, port: int | None = None) -> None:
-        self.settings = settings
         self.port = port or free_port()
-        self.app = create_app(settings)
+        self.settings = settings.model_copy(update={"port": self.port})  # the address it advertises
+        self.app = create_app(self.settings)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on", log_config=None, timeout_graceful_shutdown=10)
         self.server = uvicorn.Server(config)

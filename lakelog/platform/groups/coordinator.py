@@ -325,6 +325,25 @@ class GroupCoordinator:
                 continue
         return admin.lag_rows(view.offsets, ends, owners)
 
+    # ---- cluster ------------------------------------------------------------------
+
+    def reassign(self, coordinates: Callable[[str], bool]) -> None:
+        """The cluster moved groups between nodes: forget the groups another node coordinates now (their
+        members rejoin there) and take the committed offsets of the ones this node coordinates from the
+        table, the previous coordinator's last (durable) commits included, so that none regresses."""
+        stored = self.store.load()
+        with self._lock:
+            for group_id in [g for g in self.membership.groups if not coordinates(g)]:
+                del self.membership.groups[group_id]
+            for group_id, offsets in stored.items():
+                if not coordinates(group_id):
+                    continue
+                group = self.membership.groups.setdefault(group_id, Group(group_id))
+                for tp, offset in offsets.items():
+                    held = group.committed.get(tp)
+                    if held is None or offset.committed_ms > held.committed_ms:
+                        group.committed[tp] = offset
+
     # ---- description ------------------------------------------------------------
 
     def list_groups(self) -> list[tuple[str, str]]:

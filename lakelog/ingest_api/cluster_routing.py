@@ -1,0 +1,87 @@
+"""Requests for a consumer group go to its coordinator node: this ASGI middleware relays any
+`/v1/groups/{group}...` request that another node coordinates, as it came (the caller's API key
+included: the coordinator authorizes it), and relays the answer back. The HTTP layer only relays;
+who coordinates is the platform's call (`Membership.view().owner`).
+
+A relayed request carries `X-Lakelog-Forwarded` (and the cluster secret) and is never relayed again, so
+two nodes with different views answer instead of bouncing the request between them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import re
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lakelog.ingest_api import errors
+from lakelog.platform.cluster.errors import NodeUnavailable
+from lakelog.platform.cluster.forwarding import FORWARDED_HEADER, SECRET_HEADER
+from lakelog.platform.cluster.ownership import group_key
+from lakelog.platform.errors import LakelogError
+
+GROUP_PATH = re.compile(r"/v1/groups/([^/]+)(?:/.*)?")
+RELAY_TIMEOUT = httpx.Timeout(connect=2.0, read=300.0, write=30.0, pool=30.0)  # joins and long polls wait
+HOP_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})
+
+
+def from_a_node(headers: Any, client_host: str | None, secret: str | None) -> bool:
+    """A node-to-node request: it carries the cluster secret, or, with no secret set, comes from loopback."""
+    if secret:
+        given = headers.get(SECRET_HEADER.lower(), "")
+        return hmac.compare_digest(given.encode(), secret.encode())
+    try:
+        return client_host is not None and ipaddress.ip_address(client_host).is_loopback
+    except ValueError:
+        return False
+
+
+class GroupRouting:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._http: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = GROUP_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
+        services = getattr(scope["app"].state, "services", None) if match else None
+        broker = services.broker if services is not None else None
+        if broker is None or broker.cluster is None or self._relayed(scope, services):
+            await self.app(scope, receive, send)
+            return
+        try:
+            owner = broker.cluster.view().owner(group_key(match.group(1)))  # type: ignore[union-attr]
+            if broker.cluster.view().is_local(owner):
+                await self.app(scope, receive, send)
+                return
+            response = await self._relay(Request(scope, receive), owner.address, services.settings.cluster_secret)
+        except LakelogError as exc:
+            response, _ = errors.response_for(exc)
+        await response(scope, receive, send)
+
+    @staticmethod
+    def _relayed(scope: Scope, services: Any) -> bool:
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if FORWARDED_HEADER.lower() not in headers:
+            return False
+        client = scope.get("client")
+        return from_a_node(headers, client[0] if client else None, services.settings.cluster_secret)
+
+    async def _relay(self, request: Request, address: str, secret: str | None) -> Response:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=RELAY_TIMEOUT, limits=httpx.Limits(max_connections=512))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        headers[FORWARDED_HEADER] = "1"
+        if secret:
+            headers[SECRET_HEADER] = secret
+        url = address.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        try:
+            answer = await self._http.request(request.method, url, content=await request.body(), headers=headers)
+        except httpx.HTTPError as exc:
+            raise NodeUnavailable(f"the coordinator of this group ({address}) did not answer: {exc}") from None
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_HEADERS | {"content-encoding"}}
+        return Response(answer.content, status_code=answer.status_code, headers=kept)

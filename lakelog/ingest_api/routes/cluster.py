@@ -1,0 +1,66 @@
+"""The cluster: its nodes and who leads what (`GET /v1/cluster`), and the node-to-node produce call."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.cluster_routing import from_a_node
+from lakelog.ingest_api.dependencies import Services, blocking, read_body, services_of
+from lakelog.ingest_api.errors import MalformedRequest
+from lakelog.ingest_api.routes.records import json_response
+from lakelog.platform.cluster.errors import ClusterAuthFailed, RemoteError
+from lakelog.platform.cluster.ownership import group_key, topic_key
+from lakelog.platform.cluster.wire import decode_calls, encode_results
+from lakelog.platform.errors import LakelogError
+from lakelog.platform.records import ProduceResult
+
+router = APIRouter(tags=["cluster"])
+
+
+@router.get("/v1/cluster", summary="The live nodes, this node, and the leader of each topic and the coordinator "
+                                   "of each group this node knows")
+async def describe_cluster(services: Svc, principal: Principal) -> Response:
+    broker = services.broker
+    if broker.cluster is None:
+        return json_response({"node": None, "nodes": [], "topics": {}, "groups": {}})
+    view = await blocking(broker.cluster.view)
+    topics = await blocking(broker.list_topics)
+    groups = services.coordinator.group_ids()
+    return json_response({
+        "node": view.local.node_id,
+        "nodes": [{"node_id": n.node_id, "address": n.address} for n in view.nodes],
+        "topics": {t.name: view.owner(topic_key(t.name)).node_id for t in topics},
+        "groups": {g: view.owner(group_key(g)).node_id for g in groups},
+    })
+
+
+@router.post("/internal/v1/topics/{topic}/produce", include_in_schema=False)
+async def forwarded_produce(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
+    client = request.client.host if request.client else None
+    if not from_a_node(request.headers, client, services.settings.cluster_secret):
+        raise ClusterAuthFailed("node-to-node calls need the cluster secret (LAKELOG_CLUSTER_SECRET)")
+    body = await read_body(request, services)
+    try:
+        try:
+            calls = decode_calls(body)
+        except ValueError as exc:
+            raise MalformedRequest(str(exc)) from None
+        futures = await blocking(services.broker.produce_forwarded, topic, calls)
+        results = await asyncio.gather(*(asyncio.shield(asyncio.wrap_future(f)) for f in futures),
+                                       return_exceptions=True)
+    finally:
+        services.release(len(body))
+    answers = [_as_answer(result) for result in results]
+    return Response(encode_results(answers), media_type="application/json")
+
+
+def _as_answer(result: ProduceResult | BaseException) -> ProduceResult | LakelogError:
+    if isinstance(result, (ProduceResult, LakelogError)):
+        return result
+    if not isinstance(result, Exception):
+        raise result
+    return RemoteError(f"unexpected error: {type(result).__name__}", "UNKNOWN_SERVER_ERROR", False)

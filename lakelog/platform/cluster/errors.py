@@ -1,0 +1,35 @@
+"""Errors of the cluster layer."""
+
+from __future__ import annotations
+
+from lakelog.platform.errors import LakelogError
+
+
+class NotInCluster(LakelogError):
+    """This node could not renew its membership (store unreachable): it does not act as an owner."""
+
+    code = "BROKER_NOT_AVAILABLE"
+    retriable = True
+
+
+class NodeUnavailable(LakelogError):
+    """The node owning a topic or group did not answer a node-to-node request."""
+
+    code = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+
+class ClusterAuthFailed(LakelogError):
+    """A node-to-node request without the right cluster secret."""
+
+    code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class RemoteError(LakelogError):
+    """An error the owner node answered with, for a kind this node has no type of: code and retriability
+    are kept as sent."""
+
+    def __init__(self, message: str, code: str, retriable: bool) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retriable = retriable

@@ -1,0 +1,124 @@
+"""Produce calls for a topic this node does not lead, sent to its leader: checked and turned into Arrow
+here (the CPU-heavy part stays on the node that received them), then group-sent, every call queued
+while one request is in flight going in the next, so the leader sees few large requests.
+
+A leader that cannot be connected to (the request never left) does not lose the calls: they are written
+here, which is always correct, only slower if it happens often (two writers of one table). A request
+that was sent and got no answer is ambiguous: its calls get a retriable error, as a Kafka client's
+request timeout, and an idempotent producer's retry is answered with the original offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import Callable
+
+import httpx
+
+from lakelog.platform.cluster.errors import NodeUnavailable
+from lakelog.platform.cluster.membership import Node
+from lakelog.platform.cluster.wire import ForwardedCall, decode_results, encode_calls, error_from
+from lakelog.platform.group_commit import GroupCommit, fail, succeed
+from lakelog.platform.writer import PendingProduce, checked
+
+log = logging.getLogger(__name__)
+SECRET_HEADER = "X-Lakelog-Cluster-Secret"
+FORWARDED_HEADER = "X-Lakelog-Forwarded"  # set on node-to-node calls: never forwarded again
+PRODUCE_PATH = "/internal/v1/topics/{topic}/produce"
+ANSWER_GRACE_S = 5.0  # beyond the callers' deadline, for the leader's answer to come back
+
+
+class NodeClient:
+    """HTTP to the other nodes, with the cluster secret; one connection pool for all of them."""
+
+    def __init__(self, secret: str | None, connections: int = 64) -> None:
+        headers = {FORWARDED_HEADER: "1"}
+        if secret:
+            headers[SECRET_HEADER] = secret
+        self.http = httpx.Client(headers=headers, limits=httpx.Limits(max_connections=connections),
+                                 timeout=httpx.Timeout(30.0, connect=2.0))
+
+    def produce(self, node: Node, topic: str, body: bytes, timeout_s: float) -> bytes:
+        """Raises ConnectionError when the request could not be sent (nothing happened at the leader),
+        NodeUnavailable when it was sent and no answer came."""
+        url = node.address.rstrip("/") + PRODUCE_PATH.format(topic=topic)
+        try:
+            response = self.http.post(url, content=body, timeout=timeout_s,
+                                      headers={"Content-Type": "application/vnd.apache.arrow.stream"})
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise ConnectionError(f"node {node.node_id} at {node.address}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise NodeUnavailable(f"node {node.node_id} did not answer a forwarded produce: {exc}") from None
+        if response.status_code != 200:
+            try:
+                raise error_from(response.json())
+            except (ValueError, KeyError):
+                raise NodeUnavailable(f"node {node.node_id} answered {response.status_code} to a forwarded "
+                                      "produce") from None
+        return response.content
+
+    def close(self) -> None:
+        self.http.close()
+
+
+LocalWrite = Callable[[PendingProduce], Future]
+
+
+class TopicForwarder:
+    """One topic's calls to one leader node."""
+
+    def __init__(self, topic: str, leader: Node, client: NodeClient, write_here: LocalWrite,
+                 batch_bytes: int) -> None:
+        self.topic = topic
+        self.leader = leader
+        self._client = client
+        self._write_here = write_here
+        self.requests = 0
+        self.written_here = 0
+        self._sends = GroupCommit(f"forward-{topic}-{leader.node_id}", self._send, 0, batch_bytes,
+                                  lambda pending: pending.nbytes)
+
+    def submit(self, pending: PendingProduce) -> Future:
+        self._sends.submit(pending)
+        return pending.future
+
+    def close(self, timeout: float | None = None) -> None:
+        self._sends.close(timeout)
+
+    def _send(self, batch: list[PendingProduce]) -> None:
+        calls = checked([p for p in batch if not p.future.done()])  # bad records are answered here
+        if not calls:
+            return
+        forwarded = [ForwardedCall(p.table, p.partitions, p.acks, max(1, int(p.deadline.remaining_s() * 1000)), p.producer)
+                     for p in calls]
+        timeout_s = max(f.timeout_ms for f in forwarded) / 1000 + ANSWER_GRACE_S
+        try:
+            self.requests += 1
+            answer = self._client.produce(self.leader, self.topic, encode_calls(forwarded), timeout_s)
+            results = decode_results(answer, forwarded)
+        except ConnectionError as exc:
+            log.warning("leader of %s unreachable, writing here: %s", self.topic, exc)
+            self.written_here += len(calls)
+            for pending in calls:
+                written = self._write_here(pending)
+                if written is not pending.future:
+                    written.add_done_callback(lambda done, p=pending: _copy(done, p.future))
+            return
+        except Exception as exc:
+            for pending in calls:
+                fail(pending.future, exc)
+            return
+        for pending, result in zip(calls, results):
+            if isinstance(result, Exception):
+                fail(pending.future, result)
+            else:
+                succeed(pending.future, result)
+
+
+def _copy(done: Future, into: Future) -> None:
+    error = done.exception()
+    if error is not None:
+        fail(into, error)
+    else:
+        succeed(into, done.result())

@@ -1,0 +1,179 @@
+"""Who is in the cluster: one heartbeat object per node under `<root>/_cluster/nodes/`, renewed every
+`broker.heartbeat.interval.ms`, and a LIST of them.
+
+A node is live while its object was modified within `broker.session.timeout.ms` of this node's own latest
+renewal, both times by the store's clock, so the nodes' clocks need not agree. A round costs one PUT and
+one LIST (plus one GET for a node seen for the first time). A draining node deletes its object: the
+others stop routing to it at their next round. A node that has not completed a round within the session
+timeout (paused, or cut off from the store) does not act on its old view: `view()` renews first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.ownership import owner
+from lakelog.platform.layout import CLUSTER_NODES
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
+
+log = logging.getLogger(__name__)
+NODE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    address: str  # the URL other nodes call it at
+
+    def to_json(self) -> bytes:
+        return json.dumps({"node_id": self.node_id, "address": self.address}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Node":
+        fields = json.loads(data)
+        return cls(str(fields["node_id"]), str(fields["address"]))
+
+
+@dataclass(frozen=True)
+class View:
+    """The live nodes as one node sees them after a round, and what follows: who owns each key."""
+
+    local: Node
+    nodes: tuple[Node, ...]  # sorted by node id, the local node included
+    _by_id: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_id.update({node.node_id: node for node in self.nodes})
+
+    def owner(self, key: str) -> Node:
+        return self._by_id[owner(key, [node.node_id for node in self.nodes])]
+
+    def is_local(self, node: Node) -> bool:
+        return node.node_id == self.local.node_id
+
+    def get(self, node_id: str) -> Node | None:
+        return self._by_id.get(node_id)
+
+
+def new_node_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def check_node_id(node_id: str) -> str:
+    if not NODE_ID.match(node_id):
+        raise ValueError(f"node id must be 1-64 letters, digits, '.', '_' or '-', got {node_id!r}")
+    return node_id
+
+
+Listener = Callable[[View, View], None]
+
+
+class Membership:
+    def __init__(self, storage: Storage, local: Node, heartbeat_interval_ms: int, session_timeout_ms: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        check_node_id(local.node_id)
+        self.storage = storage
+        self.local = local
+        self.interval_s = heartbeat_interval_ms / 1000
+        self.timeout_s = session_timeout_ms / 1000
+        self._clock = clock
+        self._known: dict[str, Node] = {local.node_id: local}
+        self._view = View(local, (local,))
+        self._renewed_at = -float("inf")  # our clock, when the last round completed
+        self._round_lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+        self.failed_rounds = 0
+
+    @property
+    def folder(self) -> str:
+        return self.storage.uri(CLUSTER_NODES)
+
+    def on_change(self, listener: Listener) -> None:
+        """`listener(old, new)` runs on the heartbeat thread after a round that changed the live nodes."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        """Join: the first round runs here (a store that is down raises), the next ones on a thread."""
+        self.round()
+        self._thread = threading.Thread(target=self._loop, name="lakelog-membership", daemon=True)
+        self._thread.start()
+
+    def view(self) -> View:
+        """The live nodes; renewed first when the last round is older than the session timeout (this node
+        was paused or cut off, and the others may have moved its topics and groups already)."""
+        if self._clock() - self._renewed_at <= self.timeout_s:
+            return self._view
+        try:
+            return self.round()
+        except STORAGE_ERRORS as exc:
+            raise NotInCluster(f"node {self.local.node_id} cannot renew its membership: {exc}") from None
+
+    def round(self) -> View:
+        """Renew our heartbeat object, list everyone's, and work out who is live."""
+        with self._round_lock:
+            self.storage.write_bytes(self._object(self.local.node_id), self.local.to_json())
+            modified = self.storage.list_modified(self.folder)
+            own = modified.get(self._name(self.local.node_id))
+            if own is None:  # not listed right after our own write: the listing is not to be trusted
+                raise OSError("own heartbeat object missing from the listing")
+            live = [self._node(name) for name, at in modified.items()
+                    if name.endswith(".json") and at >= own - self.timeout_s]
+            nodes = tuple(sorted((n for n in live if n is not None), key=lambda n: n.node_id))
+            self._known = {n.node_id: n for n in nodes}  # one that left is read again if it comes back
+            old, self._view = self._view, View(self.local, nodes)
+            self._renewed_at = self._clock()
+            self.rounds += 1
+        if old.nodes != self._view.nodes:
+            log.info("cluster nodes: %s", ", ".join(n.node_id for n in nodes))
+            for listener in self._listeners:
+                try:
+                    listener(old, self._view)
+                except Exception:
+                    log.exception("cluster listener failed")
+        return self._view
+
+    def leave(self) -> None:
+        """Drain: stop renewing and delete our object, so that the others take our work at their next round."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + 5)
+        try:
+            self.storage.delete_files([self._object(self.local.node_id)])
+        except STORAGE_ERRORS:
+            log.warning("heartbeat object of %s not deleted; the others drop it after the session timeout",
+                        self.local.node_id)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.round()
+            except STORAGE_ERRORS as exc:
+                self.failed_rounds += 1
+                log.warning("heartbeat of %s failed: %s", self.local.node_id, exc)
+
+    def _node(self, name: str) -> Node | None:
+        node_id = name.removesuffix(".json")
+        known = self._known.get(node_id)
+        if known is None:
+            try:
+                known = self._known[node_id] = Node.from_json(self.storage.read_bytes(self._object(node_id)))
+            except (FileNotFoundError, ValueError, KeyError):  # gone since the listing, or not ours
+                return None
+        return known
+
+    def _name(self, node_id: str) -> str:
+        return f"{node_id}.json"
+
+    def _object(self, node_id: str) -> str:
+        return f"{self.folder}/{self._name(node_id)}"
