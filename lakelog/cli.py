@@ -405,6 +405,11 @@ def serve(
     insecure: bool = typer.Option(False, "--insecure",
                                   help="Allow a non-loopback address without authentication"),
     access_log: bool = typer.Option(False, "--access-log", help="Log one line per request (LAKELOG_ACCESS_LOG)"),
+    advertise: Optional[str] = typer.Option(None, "--advertise",
+                                            help="URL the other nodes of the cluster reach this one at "
+                                                 "(LAKELOG_ADVERTISE; default http://host:port)"),
+    node_id: Optional[str] = typer.Option(None, "--node-id", help="This node's id in the cluster "
+                                                                   "(LAKELOG_NODE_ID; default from its address)"),
     jobs: bool = typer.Option(True, "--jobs/--no-jobs",
                               help="Run retention, roll, compaction and vacuum every LAKELOG_JOBS_INTERVAL_S "
                                    "seconds in a separate process (local Spark)"),
@@ -412,7 +417,8 @@ def serve(
     """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
     from lakelog.ingest_api.server import RefusedToStart, serve as run_server
 
-    config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None)
+    config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None,
+                      advertise=advertise, node_id=node_id)
     scheduler = _start_job_scheduler(config) if jobs and config.jobs_interval_s > 0 else None
     try:
         run_server(config, State.log_level)

@@ -71,7 +71,7 @@ class GroupSettings(BaseModel):
 class ClusterSettings(BaseModel):
     """Many `lakelog serve` nodes on one root: liveness through the root, node-to-node calls."""
 
-    node_id: str | None = Field(None, description="This node's id in the cluster (default: random per start)")
+    node_id: str | None = Field(None, description="This node's id in the cluster (default: from its address)")
     advertise: str | None = Field(None, description="URL other nodes reach this node at (default: its own "
                                                     "http://host:port)")
     cluster_secret: str | None = Field(None, description="Shared secret of node-to-node requests (needed unless "

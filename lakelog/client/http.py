@@ -21,12 +21,28 @@ RETRIABLE_STATUSES = frozenset({429, 502, 503, 504})
 
 
 class Session:
-    """httpx.Client bound to one server; `request` answers the parsed JSON or raises KafkaException."""
+    """httpx.Client bound to the servers of `url` (one URL, or several separated by commas: the nodes of a
+    cluster, as Kafka's bootstrap.servers); `request` answers the parsed JSON or raises KafkaException.
+
+    Any node serves any request. A node that does not answer, or answers 503, makes the session move on to
+    the next one, so the caller's retry goes elsewhere."""
 
     def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers,
-                                    timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)))
+        urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        if not urls:
+            raise ValueError(f"no server URL in {url!r}")
+        self._clients = [httpx.Client(base_url=u, headers=headers,
+                                      timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)))
+                         for u in urls]
+        self._current = 0
+
+    @property
+    def _client(self) -> httpx.Client:
+        return self._clients[self._current]
+
+    def _next_node(self) -> None:
+        self._current = (self._current + 1) % len(self._clients)
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None,
                 content: bytes | None = None, headers: Mapping[str, str] | None = None,
@@ -39,18 +55,23 @@ class Session:
             response = self._client.request(method, path, json=json, params=params, content=content,
                                             headers=headers, **extra)
         except httpx.TimeoutException as exc:
+            self._next_node()
             raise KafkaException(KafkaError(TIMED_OUT, f"{method} {path}: no answer in time ({exc})", True)) from None
         except httpx.TransportError as exc:
+            self._next_node()
             raise KafkaException(KafkaError(TRANSPORT, f"{method} {path}: {type(exc).__name__}: {exc}", True)) \
                 from None
         if response.status_code >= 400:
+            if response.status_code == 503:
+                self._next_node()
             raise KafkaException(error_of(response))
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
 
 def error_of(response: httpx.Response) -> KafkaError:

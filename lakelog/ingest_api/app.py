@@ -24,7 +24,7 @@ from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.cluster import Membership, Node
 from lakelog.platform.cluster.forwarding import NodeClient
-from lakelog.platform.cluster.membership import new_node_id
+from lakelog.platform.cluster.membership import node_id_of
 from lakelog.platform.cluster.ownership import group_key
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
@@ -73,7 +73,8 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
 def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> None:
     """Every server is a node of the cluster of its root (alone, it leads everything): it renews its
     heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns."""
-    node = Node(settings.node_id or new_node_id(), settings.advertise or own_address(settings))
+    address = settings.advertise or own_address(settings)
+    node = Node(settings.node_id or node_id_of(address), address)
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
                             settings.broker_session_timeout_ms)
     membership.on_change(lambda _, view: coordinator.reassign(

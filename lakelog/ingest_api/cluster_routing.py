@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakelog.ingest_api import errors
 from lakelog.platform.cluster.errors import NodeUnavailable
@@ -49,16 +49,26 @@ class GroupRouting:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = GROUP_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
         services = getattr(scope["app"].state, "services", None) if match else None
-        broker = services.broker if services is not None else None
-        if broker is None or broker.cluster is None or self._relayed(scope, services):
+        cluster = services.broker.cluster if services is not None else None
+        if cluster is None or self._relayed(scope, services):
             await self.app(scope, receive, send)
             return
+        request = Request(scope, receive)
+        body = await request.body()
         try:
-            owner = broker.cluster.view().owner(group_key(match.group(1)))  # type: ignore[union-attr]
-            if broker.cluster.view().is_local(owner):
-                await self.app(scope, receive, send)
-                return
-            response = await self._relay(Request(scope, receive), owner.address, services.settings.cluster_secret)
+            for _ in range(2):  # a refused connection never reached the coordinator: ask the next one
+                view = cluster.view()
+                owner = view.owner(group_key(match.group(1)))  # type: ignore[union-attr]
+                if view.is_local(owner):
+                    await self.app(scope, _replay(body), send)
+                    return
+                try:
+                    response = await self._relay(request, body, owner.address, services.settings.cluster_secret)
+                    break
+                except httpx.ConnectError:
+                    cluster.suspect(owner.node_id)
+            else:
+                raise NodeUnavailable(f"the coordinator of group {match.group(1)!r} is unreachable")  # type: ignore
         except LakelogError as exc:
             response, _ = errors.response_for(exc)
         await response(scope, receive, send)
@@ -71,7 +81,8 @@ class GroupRouting:
         client = scope.get("client")
         return from_a_node(headers, client[0] if client else None, services.settings.cluster_secret)
 
-    async def _relay(self, request: Request, address: str, secret: str | None) -> Response:
+    async def _relay(self, request: Request, body: bytes, address: str, secret: str | None) -> Response:
+        """The coordinator's answer; raises httpx.ConnectError when it could not be reached at all."""
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=RELAY_TIMEOUT, limits=httpx.Limits(max_connections=512))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
@@ -80,8 +91,24 @@ class GroupRouting:
             headers[SECRET_HEADER] = secret
         url = address.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         try:
-            answer = await self._http.request(request.method, url, content=await request.body(), headers=headers)
+            answer = await self._http.request(request.method, url, content=body, headers=headers)
+        except httpx.ConnectError:
+            raise
         except httpx.HTTPError as exc:
             raise NodeUnavailable(f"the coordinator of this group ({address}) did not answer: {exc}") from None
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in HOP_HEADERS | {"content-encoding"}}
         return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+
+def _replay(body: bytes) -> Receive:
+    """A `receive` that gives the body read already, for the app that serves the request here."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive

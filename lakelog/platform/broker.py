@@ -309,7 +309,7 @@ class Broker:
             if forwarder is None or forwarder.leader != leader:
                 forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
                     opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
-                    self.settings.batch_bytes)
+                    self.settings.batch_bytes, self.cluster.suspect)  # type: ignore[union-attr]
             return forwarder
 
     def _deadline(self, timeout_ms: int | None) -> Deadline:

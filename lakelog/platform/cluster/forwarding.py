@@ -69,11 +69,12 @@ class TopicForwarder:
     """One topic's calls to one leader node."""
 
     def __init__(self, topic: str, leader: Node, client: NodeClient, write_here: LocalWrite,
-                 batch_bytes: int) -> None:
+                 batch_bytes: int, unreachable: Callable[[str], None] = lambda node_id: None) -> None:
         self.topic = topic
         self.leader = leader
         self._client = client
         self._write_here = write_here
+        self._unreachable = unreachable
         self.requests = 0
         self.written_here = 0
         self._sends = GroupCommit(f"forward-{topic}-{leader.node_id}", self._send, 0, batch_bytes,
@@ -90,8 +91,7 @@ class TopicForwarder:
         calls = checked([p for p in batch if not p.future.done()])  # bad records are answered here
         if not calls:
             return
-        forwarded = [ForwardedCall(p.table, p.partitions, p.acks, max(1, int(p.deadline.remaining_s() * 1000)), p.producer)
-                     for p in calls]
+        forwarded = [ForwardedCall(p.table, p.partitions, p.acks, _left_ms(p), p.producer) for p in calls]
         timeout_s = max(f.timeout_ms for f in forwarded) / 1000 + ANSWER_GRACE_S
         try:
             self.requests += 1
@@ -99,6 +99,7 @@ class TopicForwarder:
             results = decode_results(answer, forwarded)
         except ConnectionError as exc:
             log.warning("leader of %s unreachable, writing here: %s", self.topic, exc)
+            self._unreachable(self.leader.node_id)
             self.written_here += len(calls)
             for pending in calls:
                 written = self._write_here(pending)
@@ -114,6 +115,10 @@ class TopicForwarder:
                 fail(pending.future, result)
             else:
                 succeed(pending.future, result)
+
+
+def _left_ms(pending: PendingProduce) -> int:
+    return max(1, int(pending.deadline.remaining_s() * 1000))
 
 
 def _copy(done: Future, into: Future) -> None:

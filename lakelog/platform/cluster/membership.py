@@ -15,7 +15,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -63,8 +62,10 @@ class View:
         return self._by_id.get(node_id)
 
 
-def new_node_id() -> str:
-    return uuid.uuid4().hex[:12]
+def node_id_of(address: str) -> str:
+    """The default node id: its address, so that a node restarted at the same address takes its own place
+    (and its own heartbeat object) instead of leaving a ghost until the session timeout."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", address.split("://", 1)[-1]).strip("_")[:64] or "node"
 
 
 def check_node_id(node_id: str) -> str:
@@ -86,6 +87,9 @@ class Membership:
         self.timeout_s = session_timeout_ms / 1000
         self._clock = clock
         self._known: dict[str, Node] = {local.node_id: local}
+        self._modified: dict[str, float] = {}  # node id -> its object's time in the last listing
+        self._suspects: dict[str, float] = {}  # node id -> its object's time when a connection to it failed
+        self._live: tuple[Node, ...] = (local,)
         self._view = View(local, (local,))
         self._renewed_at = -float("inf")  # our clock, when the last round completed
         self._round_lock = threading.Lock()
@@ -131,17 +135,48 @@ class Membership:
                     if name.endswith(".json") and at >= own - self.timeout_s]
             nodes = tuple(sorted((n for n in live if n is not None), key=lambda n: n.node_id))
             self._known = {n.node_id: n for n in nodes}  # one that left is read again if it comes back
-            old, self._view = self._view, View(self.local, nodes)
+            self._modified = {name.removesuffix(".json"): at for name, at in modified.items()}
+            # A suspect that renewed since (it restarted, or was only slow) is trusted again.
+            self._suspects = {node_id: at for node_id, at in self._suspects.items()
+                              if self._modified.get(node_id, at) <= at}
+            self._live = nodes
             self._renewed_at = self._clock()
             self.rounds += 1
-        if old.nodes != self._view.nodes:
-            log.info("cluster nodes: %s", ", ".join(n.node_id for n in nodes))
-            for listener in self._listeners:
-                try:
-                    listener(old, self._view)
-                except Exception:
-                    log.exception("cluster listener failed")
-        return self._view
+            old, new = self._publish()
+        self._notify(old, new)
+        return new
+
+    def suspect(self, node_id: str) -> None:
+        """A connection to `node_id` was refused: its process is gone (killed, restarting). It owns
+        nothing in this node's view until its heartbeat object is renewed again, instead of for the rest
+        of the session timeout."""
+        if node_id == self.local.node_id:
+            return
+        with self._round_lock:
+            if node_id in self._suspects or node_id not in self._modified:
+                return
+            self._suspects[node_id] = self._modified[node_id]
+            old, new = self._publish()
+        log.info("node %s unreachable: out of this node's view until it renews", node_id)
+        self._notify(old, new)
+
+    def _publish(self) -> tuple[View, View]:
+        """The view from the live nodes and the suspects (under the round lock)."""
+        old = self._view
+        nodes = tuple(n for n in self._live if n.node_id not in self._suspects)
+        if nodes != old.nodes:
+            self._view = View(self.local, nodes)
+        return old, self._view
+
+    def _notify(self, old: View, new: View) -> None:
+        if old.nodes == new.nodes:
+            return
+        log.info("cluster nodes: %s", ", ".join(n.node_id for n in new.nodes))
+        for listener in self._listeners:
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("cluster listener failed")
 
     def leave(self) -> None:
         """Drain: stop renewing and delete our object, so that the others take our work at their next round."""

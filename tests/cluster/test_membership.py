@@ -1,0 +1,101 @@
+"""Membership through heartbeat objects under a real root (a local folder): who is live, who leaves, and a
+node that was paused renewing before it acts on its old view."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from lakelog.platform.cluster import Membership, Node
+from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.storage import Storage
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def member(root: Path, node_id: str, clock: Clock | None = None, timeout_ms: int = 3000) -> Membership:
+    return Membership(Storage.open(str(root)), Node(node_id, f"http://127.0.0.1/{node_id}"), 1000, timeout_ms,
+                      clock=clock or time.monotonic)
+
+
+def age(membership: Membership, node_id: str, seconds: float) -> None:
+    path = f"{membership.folder}/{node_id}.json"
+    stat = os.stat(path)
+    os.utime(path, (stat.st_atime - seconds, stat.st_mtime - seconds))
+
+
+def ids(membership: Membership) -> list[str]:
+    return [n.node_id for n in membership.round().nodes]
+
+
+def test_nodes_see_each_other_and_a_node_that_stops_renewing_drops_out_after_the_session_timeout(tmp_path) -> None:
+    a, b, c = (member(tmp_path, n) for n in "abc")
+    for m in (a, b, c):
+        m.round()
+    assert ids(a) == ["a", "b", "c"]
+    age(a, "c", 2.0)  # renewed 2 s before a's own renewal: within the 3 s timeout
+    assert ids(b) == ["a", "b", "c"]
+    age(a, "c", 2.0)  # 4 s now
+    assert ids(b) == ["a", "b"]
+    assert ids(c) == ["a", "b", "c"]  # c renews and is back
+
+
+def test_a_node_that_leaves_is_gone_at_the_next_round_and_listeners_hear_of_it(tmp_path) -> None:
+    a, b = member(tmp_path, "a"), member(tmp_path, "b")
+    heard = []
+    a.on_change(lambda old, new: heard.append(([n.node_id for n in old.nodes], [n.node_id for n in new.nodes])))
+    b.round()
+    a.round()
+    b.leave()
+    a.round()
+    a.round()  # no change: no call
+    assert heard == [(["a"], ["a", "b"]), (["a", "b"], ["a"])]
+    assert not os.path.exists(f"{b.folder}/b.json")
+
+
+def test_ownership_is_the_same_on_every_node(tmp_path) -> None:
+    nodes = [member(tmp_path, n) for n in ("n1", "n2", "n3")]
+    for m in nodes:
+        m.round()
+    views = [m.round() for m in nodes]
+    for key in (f"topic:t{i}" for i in range(50)):
+        assert len({view.owner(key).node_id for view in views}) == 1
+
+
+def test_a_paused_node_renews_before_it_answers_who_owns_what(tmp_path) -> None:
+    clock = Clock()
+    a, b = member(tmp_path, "a", clock), member(tmp_path, "b")
+    a.round()
+    b.round()
+    assert [n.node_id for n in a.view().nodes] == ["a"]  # fresh: the view of its last round, no I/O
+    rounds = a.rounds
+    clock.now += 10  # paused past the session timeout
+    assert [n.node_id for n in a.view().nodes] == ["a", "b"] and a.rounds == rounds + 1
+
+
+def test_a_paused_node_cut_off_from_the_store_does_not_act_on_its_old_view(tmp_path) -> None:
+    clock = Clock()
+    a = member(tmp_path / "root", "a", clock)
+    a.round()
+    clock.now += 10
+    folder = tmp_path / "root" / "_cluster" / "nodes"
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+    folder.write_text("not a folder")  # the store refuses every write under it
+    with pytest.raises(NotInCluster):
+        a.view()
+
+
+def test_a_node_id_that_is_not_a_plain_name_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="node id"):
+        member(tmp_path, "../escape")
