@@ -140,3 +140,25 @@ def s3_proxy(s3: S3Endpoint) -> Iterator[ProxiedS3]:
 
     with DelayProxy(s3.port) as proxy:
         yield ProxiedS3(proxy, s3.bucket)
+
+
+@pytest.fixture
+def moto_endpoint() -> Iterator[str]:
+    """moto's server in its own process: the final integrity check reads through delta-rs, which holds the GIL."""
+    import boto3
+
+    port = free_port()
+    proc = start_moto(port)
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                          region_name="us-east-1")
+    for bucket in ("lakelog-crash", "lakelog-cluster"):
+        client.create_bucket(Bucket=bucket)
+    yield endpoint
+    proc.kill()
+    proc.wait(10)
+
+
+def s3_env(endpoint: str) -> dict[str, str]:
+    return {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": endpoint}

@@ -5,39 +5,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from log_check import assert_root_intact
-from tests.conftest import start_moto
-from tests.http.conftest import ProcessServer, fetch_all, free_port
+from tests.conftest import s3_env
+from tests.http.conftest import ProcessServer, fetch_all
 
 pytestmark = pytest.mark.slow
 TOPIC = "crash"
 GROUP = "crash-group"
 PARTITIONS = 3
-
-
-@pytest.fixture
-def moto_endpoint() -> Iterator[str]:
-    """moto's server in its own process: the final integrity check reads through delta-rs, which holds the GIL."""
-    import boto3
-
-    port = free_port()
-    proc = start_moto(port)
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket="lakelog-crash")
-    yield endpoint
-    proc.kill()
-    proc.wait(10)
-
-
-def s3_env(endpoint: str) -> dict[str, str]:
-    return {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint}
 
 
 class Load:

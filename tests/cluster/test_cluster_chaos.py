@@ -1,0 +1,322 @@
+"""Three `lakelog serve` processes on one root (a local folder, and S3 on the loopback endpoint), clients
+spread round-robin over them: plain producers (keyed and unkeyed, acks=1 and all), an idempotent producer,
+Idempotency-Key requests and a consumer group of three. One node is SIGKILLed mid-load; later another is
+SIGSTOPped past its session timeout and then SIGCONTed.
+
+At the end: every acknowledged record is in the topic once, at the offset it was acknowledged with, and
+the offsets are dense; every retried idempotent batch was written once; the group consumed everything and
+no committed offset went backwards; and every node agrees on the live nodes, which lead every topic and
+coordinate every group.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from lakelog.client import Consumer
+from log_check import assert_topic_intact
+from tests.conftest import s3_env
+from tests.http.conftest import ProcessServer, free_port
+
+pytestmark = pytest.mark.slow
+TOPICS = {"orders": 6, "clicks": 4}
+GROUP = "billing"
+HEARTBEAT_MS, SESSION_MS = 300, 2500
+CLUSTER_ENV = {"LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS": str(HEARTBEAT_MS),
+               "LAKELOG_BROKER_SESSION_TIMEOUT_MS": str(SESSION_MS), "LAKELOG_JOBS_INTERVAL_S": "0"}
+GROUP_CONFIG = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.max.ms": 300,
+                "request.timeout.ms": 4000, "default.api.timeout.ms": 60_000, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False}
+
+
+class Node(ProcessServer):
+    def __init__(self, root: str, name: str, env: dict[str, str]) -> None:
+        super().__init__(root, {**CLUSTER_ENV, **env, "LAKELOG_NODE_ID": name}, free_port())
+        self.name = name
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+
+class RoundRobin:
+    """One client per node; each request goes to the next node (a load balancer's round robin)."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.clients = [httpx.Client(base_url=n.url, timeout=8) for n in nodes]
+        self._next = itertools.count()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+        """The answer, or None when the node did not answer (killed, stopped)."""
+        client = self.clients[next(self._next) % len(self.clients)]
+        try:
+            return client.request(method, path, **kwargs)
+        except httpx.HTTPError:
+            return None
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
+class Load:
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.acked: dict[str, tuple[str, int, int]] = {}  # value -> (topic, partition, offset)
+        self.sent_unacked: set[str] = set()
+        self.idempotent_retries = 0
+        self.key_mismatches: list[str] = []
+        self.consumed: list[str] = []
+        self.commit_regressions: list[str] = []
+        self.errors: list[BaseException] = []
+        self.lock = threading.Lock()
+        self.stop_producing = threading.Event()
+        self.stop_consuming = threading.Event()
+        self.producers = [threading.Thread(target=self._guard, args=(self.plain, n, acks, keyed))
+                          for n, (acks, keyed) in enumerate([("1", True), ("all", False), ("1", False)])]
+        self.producers.append(threading.Thread(target=self._guard, args=(self.idempotent,)))
+        self.producers.append(threading.Thread(target=self._guard, args=(self.idempotency_keys,)))
+        self.consumers = [threading.Thread(target=self._guard, args=(self.consume, i)) for i in range(3)]
+        self.watcher = threading.Thread(target=self._guard, args=(self.watch_commits,))
+
+    def start(self) -> None:
+        for thread in [*self.producers, *self.consumers, self.watcher]:
+            thread.start()
+
+    def _guard(self, target: Any, *args: Any) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # surfaced by the test's assertions
+            self.errors.append(exc)
+
+    def _ack(self, topic: str, values: list[str], response: httpx.Response) -> None:
+        with self.lock:
+            for value, at in zip(values, response.json()["offsets"]):
+                self.acked[value] = (topic, at["partition"], at["offset"])
+
+    def plain(self, n: int, acks: str, keyed: bool) -> None:
+        """Never retries a value: an error leaves it unacknowledged (it may be in the log at most once)."""
+        rr = RoundRobin(self.nodes)
+        for batch in itertools.count():
+            if self.stop_producing.is_set():
+                break
+            topic = "orders" if batch % 3 else "clicks"
+            values = [f"p{n}-{batch}-{i}" for i in range(20)]
+            records = [{"key": v if keyed else None, "value": v} for v in values]
+            response = rr.request("POST", f"/v1/topics/{topic}/records", params={"acks": acks, "timeout_ms": 5000},
+                                  json={"records": records})
+            if response is not None and response.status_code == 200:
+                self._ack(topic, values, response)
+            else:
+                self.sent_unacked.update(values)
+                time.sleep(0.05)
+        rr.close()
+
+    def idempotent(self) -> None:
+        """One idempotent producer: a batch that fails is retried as it was, through the next node."""
+        rr = RoundRobin(self.nodes)
+        sequence = 0
+        for batch in itertools.count():
+            if self.stop_producing.is_set():
+                break
+            values = [f"idem-{batch}-{i}" for i in range(5)]
+            body = {"producer_id": 4242, "producer_epoch": 0, "sequence": sequence,
+                    "records": [{"key": v, "value": v} for v in values]}
+            for attempt in itertools.count():
+                response = rr.request("POST", "/v1/topics/orders/records", json=body)
+                if response is not None and response.status_code == 200:
+                    self._ack("orders", values, response)
+                    break
+                assert response is None or response.json().get("retriable"), response.text
+                self.idempotent_retries += attempt == 0
+                assert attempt < 200, "an idempotent batch never landed"
+                time.sleep(0.1)
+            sequence += len(values)
+        rr.close()
+
+    def idempotency_keys(self) -> None:
+        """Each request with its own Idempotency-Key, retried until it lands, then sent once more through
+        another node: the answer must be the first one's."""
+        rr = RoundRobin(self.nodes)
+        for n in itertools.count():
+            if self.stop_producing.is_set():
+                break
+            values = [f"key-{n}-{i}" for i in range(3)]
+            kwargs = {"json": {"records": [{"value": v} for v in values]}, "headers": {"Idempotency-Key": f"k-{n}"}}
+            for attempt in itertools.count():
+                response = rr.request("POST", "/v1/topics/clicks/records", **kwargs)
+                if response is not None and response.status_code == 200:
+                    break
+                assert attempt < 200, "an Idempotency-Key request never landed"
+                time.sleep(0.1)
+            self._ack("clicks", values, response)
+            for _ in range(20):
+                again = rr.request("POST", "/v1/topics/clicks/records", **kwargs)
+                if again is not None and again.status_code == 200:
+                    if again.json()["offsets"] != response.json()["offsets"]:
+                        self.key_mismatches.append(f"k-{n}")
+                    break
+                time.sleep(0.1)
+        rr.close()
+
+    def consume(self, i: int) -> None:
+        consumer = Consumer(",".join(n.url for n in self.nodes[i:] + self.nodes[:i]),
+                            {"group.id": GROUP, **GROUP_CONFIG})
+        consumer.subscribe(list(TOPICS))
+        idle_since = None
+        while True:
+            messages = consumer.consume(200, 0.3)
+            if messages:
+                idle_since = None
+                with self.lock:
+                    self.consumed.extend(m.value().decode() for m in messages)
+                try:
+                    consumer.commit(asynchronous=False)
+                except Exception:  # a rebalance or a node going away: the next commit covers it
+                    pass
+            elif self.stop_consuming.is_set():
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 3:
+                    break
+        consumer.close()
+
+    def watch_commits(self) -> None:
+        """Committed offsets, read through any node, never go backwards."""
+        rr = RoundRobin(self.nodes)
+        highest: dict[tuple[str, int], int] = {}
+        while not self.stop_consuming.is_set():
+            response = rr.request("GET", f"/v1/groups/{GROUP}/offsets")
+            if response is not None and response.status_code == 200:
+                for row in response.json()["offsets"]:
+                    tp = (row["topic"], row["partition"])
+                    if row["offset"] < highest.get(tp, -1):
+                        self.commit_regressions.append(f"{tp}: {highest[tp]} -> {row['offset']}")
+                    highest[tp] = max(highest.get(tp, -1), row["offset"])
+            time.sleep(0.2)
+        rr.close()
+
+
+def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def settled(nodes: list[Node]) -> dict[str, Any] | None:
+    """The cluster as every live node sees it, when they all agree; else None."""
+    views = []
+    for node in nodes:
+        try:
+            views.append(httpx.get(node.url + "/v1/cluster", timeout=5).json())
+        except httpx.HTTPError:
+            return None
+    names = {n.name for n in nodes}
+    shapes = {(tuple(sorted(n["node_id"] for n in v["nodes"])), tuple(sorted(v["topics"].items()))) for v in views}
+    if len(shapes) != 1 or set(next(iter(shapes))[0]) != names:
+        return None
+    return views[0]
+
+
+def run_chaos(root: str, env: dict[str, str]) -> None:
+    nodes = [Node(root, f"n{i}", env) for i in range(3)]
+    for node in nodes:
+        node.start()
+    load = None
+    try:
+        with httpx.Client(base_url=nodes[0].url, timeout=30) as admin:
+            for topic, partitions in TOPICS.items():
+                assert admin.post("/v1/topics", json={"name": topic, "partitions": partitions}).status_code == 201
+        wait_until(lambda: settled(nodes) is not None, 20, "three nodes to see each other")
+        load = Load(nodes)
+        load.start()
+        wait_until(lambda: len(load.acked) > 1500 and len(load.consumed) > 300, 60, "the load to get going")
+
+        killed, paused, live = nodes[0], nodes[1], nodes[1:]
+        killed.kill()
+        acked_at_kill = len(load.acked)
+        wait_until(lambda: len(load.acked) > acked_at_kill + 1500, 60, "the load to go on without the killed node")
+
+        paused.signal(signal.SIGSTOP)
+        time.sleep(SESSION_MS / 1000 * 2)  # out of the cluster
+        acked_while_paused = len(load.acked)
+        wait_until(lambda: len(load.acked) > acked_while_paused + 500, 60, "the load to go on while a node is paused")
+        paused.signal(signal.SIGCONT)
+        wait_until(lambda: settled(live) is not None, 30, "the paused node to rejoin")
+        acked_after = len(load.acked)
+        wait_until(lambda: len(load.acked) > acked_after + 500, 60, "the load to go on after the pause")
+
+        load.stop_producing.set()
+        for thread in load.producers:
+            thread.join(120)
+        load.stop_consuming.set()
+        for thread in [*load.consumers, load.watcher]:
+            thread.join(120)
+        assert not load.errors, load.errors
+
+        cluster = settled(live)
+        assert cluster is not None, "the live nodes do not agree on the cluster"
+        assert set(cluster["topics"].values()) <= {n.name for n in live}
+        assert set(cluster["groups"].values()) <= {n.name for n in live}
+        group = httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=10).json()
+        assert sum(row["lag"] for row in group["offsets"]) == 0, group["offsets"]
+    finally:
+        if load is not None:
+            load.stop_producing.set()
+            load.stop_consuming.set()
+        for node in nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.signal(signal.SIGCONT)
+            node.terminate()
+
+    options = {name.lower(): value for name, value in env.items() if name.startswith("AWS_")}
+    stored: dict[str, tuple[str, int, int]] = {}
+    for topic in TOPICS:
+        assert_topic_intact(root, topic, options or None)
+        for value, (partition, offset) in values_by_offset(root, topic, options or None).items():
+            assert value not in stored, f"{value} written twice: {stored[value]} and {(topic, partition, offset)}"
+            stored[value] = (topic, partition, offset)
+    lost = [v for v in load.acked if v not in stored]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:3]}"
+    moved = [v for v, at in load.acked.items() if stored[v] != at]
+    assert not moved, f"acknowledged at other offsets: {[(v, load.acked[v], stored[v]) for v in moved[:3]]}"
+    strangers = set(stored) - set(load.acked) - load.sent_unacked
+    assert not strangers, f"records nobody sent: {sorted(strangers)[:3]}"
+    assert load.idempotent_retries > 0, "no idempotent batch was retried: the test did not test retries"
+    assert not load.key_mismatches, f"Idempotency-Key retries answered with other offsets: {load.key_mismatches[:3]}"
+    assert not load.commit_regressions, load.commit_regressions[:5]
+    missing = set(load.acked) - set(load.consumed)
+    assert not missing, f"the group did not consume {len(missing)} acknowledged records, e.g. {sorted(missing)[:3]}"
+
+
+def values_by_offset(root: str, topic: str, options: dict[str, str] | None) -> dict[str, tuple[int, int]]:
+    """value -> (partition, offset), read from the table's files as any Delta reader would."""
+    from deltalake import DeltaTable
+
+    from lakelog.platform.storage import Storage
+
+    store = Storage.open(root, options)
+    table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options()).to_pyarrow_table(
+        columns=["partition", "offset", "value"])
+    found: dict[str, tuple[int, int]] = {}
+    for partition, offset, value in zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value"))):
+        text = value.decode()
+        assert text not in found, f"{text} written twice"
+        found[text] = (partition, offset)
+    return found
+
+
+def test_three_nodes_on_a_local_root_through_a_kill_and_a_pause(tmp_path: Any) -> None:
+    run_chaos(str(tmp_path / "root"), {})
+
+
+@pytest.mark.s3
+def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str) -> None:
+    run_chaos("s3://lakelog-cluster/root", s3_env(moto_endpoint))
