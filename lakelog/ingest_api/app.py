@@ -12,7 +12,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from lakelog.ingest_api import errors, openapi
+from lakelog.ingest_api import console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.fast_path import ProduceFastPath
@@ -157,6 +157,7 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router):
         app.include_router(router)
+    console.install(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
