@@ -13,7 +13,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from lakelog.ingest_api import errors, openapi
+from lakelog.ingest_api import console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.cluster_routing import GroupRouting
@@ -188,6 +188,7 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router,
                    cluster.router):
         app.include_router(router)
+    console.install(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

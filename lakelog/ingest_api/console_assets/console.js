@@ -1,0 +1,341 @@
+// lakelog's web console: plain JavaScript over the server's HTTP API (no build step, no network but this server).
+"use strict";
+
+const BASE = location.pathname.replace(/\/ui(\/.*)?$/, "");  // the server's prefix (empty unless proxied)
+const KEY_STORE = "lakelog.apiKey";
+const REFRESH_MS = 5000;
+const HISTORY_POINTS = 720;  // one hour at one sample every 5 s
+const COLOURS = ["#0b6bcb", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#1098ad", "#e67700", "#5c940d"];
+
+const view = document.getElementById("view");
+const statusBox = document.getElementById("status");
+const series = new Map();  // plot name -> Map(line name -> [[time ms, value]])
+let refreshTimer = null;
+
+// ---- API -----------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.code = body && body.error_code;
+  }
+}
+
+function apiKey() { return sessionStorage.getItem(KEY_STORE) || ""; }
+
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {});
+  if (apiKey()) headers["Authorization"] = "Bearer " + apiKey();
+  const response = await fetch(BASE + path, Object.assign({}, options, { headers }));
+  const text = await response.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch (e) { body = { message: text }; }
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+// ---- DOM helpers (text only: record contents never become HTML) ----------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function table(id, columns, rows, empty) {
+  // columns: [label, {num: true}?]; rows: arrays of cells (text or nodes)
+  const head = el("tr", {}, columns.map(([label, opts]) => el("th", { class: opts && opts.num ? "num" : null }, label)));
+  const body = rows.length
+    ? rows.map((cells) => el("tr", {}, cells.map((cell, i) => {
+        const opts = columns[i][1] || {};
+        return el("td", { class: opts.num ? "num" : opts.cls || null }, cell);
+      })))
+    : [el("tr", {}, el("td", { colspan: columns.length, class: "muted" }, empty || "none"))];
+  return el("table", { id }, el("thead", {}, head), el("tbody", {}, body));
+}
+
+function replace(id, node) {
+  const old = document.getElementById(id);
+  if (old) old.replaceWith(node);
+}
+
+function showError(error) {
+  let text = error.message || String(error);
+  if (error.status === 401) text = "This server needs an API key: enter it above. (" + text + ")";
+  else if (error.status === 403) text = "Not allowed with this API key: " + text;
+  else if (error.code) text = error.code + ": " + text;
+  statusBox.textContent = text;
+  statusBox.className = "error";
+}
+
+function clearError() { statusBox.textContent = ""; statusBox.className = ""; }
+
+function formatBytes(n) {
+  if (n < 1024) return n + " B";
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let value = n / 1024, unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return value.toFixed(1) + " " + units[unit];
+}
+
+function formatTime(ms) { return new Date(ms).toISOString().replace("T", " ").replace("Z", ""); }
+
+function encoded(value, encoding) {
+  if (value === null || value === undefined) return el("span", { class: "muted" }, "null");
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return encoding ? [text, el("span", { class: "enc" }, encoding)] : text;
+}
+
+// ---- plots: samples taken by this page, drawn as SVG ----------------------------------------------
+
+function sample(plot, line, value) {
+  if (!series.has(plot)) series.set(plot, new Map());
+  const lines = series.get(plot);
+  if (!lines.has(line)) lines.set(line, []);
+  const points = lines.get(line);
+  points.push([Date.now(), value]);
+  if (points.length > HISTORY_POINTS) points.splice(0, points.length - HISTORY_POINTS);
+}
+
+function chart(id, title, plot, format) {
+  const width = 460, height = 150, pad = { left: 58, right: 10, top: 10, bottom: 22 };
+  const lines = series.get(plot) || new Map();
+  const all = [...lines.values()].flat();
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", width); svg.setAttribute("height", height);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+  };
+  add("rect", { x: pad.left, y: pad.top, width: width - pad.left - pad.right, height: height - pad.top - pad.bottom,
+                fill: "none", stroke: "#dde1e8" });
+  const legend = el("div", { class: "legend" });
+  if (all.length) {
+    const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]), t0 + 1);
+    const v0 = Math.min(0, ...all.map((p) => p[1])), v1 = Math.max(...all.map((p) => p[1]), v0 + 1);
+    const x = (t) => pad.left + (t - t0) / (t1 - t0) * (width - pad.left - pad.right);
+    const y = (v) => height - pad.bottom - (v - v0) / (v1 - v0) * (height - pad.top - pad.bottom);
+    add("text", { x: pad.left - 4, y: pad.top + 10, "text-anchor": "end", "font-size": 10 }, format(v1));
+    add("text", { x: pad.left - 4, y: height - pad.bottom, "text-anchor": "end", "font-size": 10 }, format(v0));
+    add("text", { x: pad.left, y: height - 6, "font-size": 10 }, new Date(t0).toLocaleTimeString());
+    add("text", { x: width - pad.right, y: height - 6, "text-anchor": "end", "font-size": 10 },
+        new Date(t1).toLocaleTimeString());
+    [...lines.entries()].forEach(([name, points], i) => {
+      const colour = COLOURS[i % COLOURS.length];
+      const coords = points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`);
+      if (points.length === 1) add("circle", { cx: x(points[0][0]), cy: y(points[0][1]), r: 2.5, fill: colour });
+      else add("polyline", { points: coords.join(" "), fill: "none", stroke: colour, "stroke-width": 1.5 });
+      legend.append(el("span", { style: `color:${colour}` }, "● " + name));
+    });
+  }
+  return el("figure", { class: "chart", id }, el("figcaption", {}, title), svg, legend);
+}
+
+// ---- pages ----------------------------------------------------------------------------------------
+
+async function topicsPage() {
+  view.replaceChildren(el("h1", {}, "Topics"), el("table", { id: "topics" }));
+  return async () => {
+    const { topics } = await api("/v1/topics");
+    const details = await Promise.all(topics.map((t) => api("/v1/topics/" + enc(t.name))));
+    replace("topics", table("topics",
+      [["Topic"], ["Partitions", { num: true }], ["Log start offsets"], ["Log end offsets"],
+       ["Records", { num: true }], ["Size", { num: true }]],
+      details.map((d) => [
+        el("a", { href: "#/topics/" + enc(d.name) }, d.name),
+        d.partitions.length,
+        d.partitions.map((p) => p.log_start_offset).join(", "),
+        d.partitions.map((p) => p.log_end_offset).join(", "),
+        d.partitions.reduce((n, p) => n + p.log_end_offset - p.log_start_offset, 0),
+        formatBytes(d.partitions.reduce((n, p) => n + p.size_bytes, 0)),
+      ]), "no topics (or none you may describe)"));
+  };
+}
+
+async function topicPage(name) {
+  const browser = el("form", { class: "inline", id: "browse" },
+    el("label", {}, "Partition", el("select", { id: "browse-partition" })),
+    el("label", {}, "From offset", el("input", { id: "browse-offset", type: "number", min: 0, size: 8,
+                                                   placeholder: "latest" })),
+    el("label", {}, "Records", el("input", { id: "browse-max", type: "number", min: 1, max: 500, value: 20 })),
+    el("label", {}, "Value as", el("select", { id: "browse-format" },
+      el("option", { value: "string" }, "text"), el("option", { value: "base64" }, "base64"),
+      el("option", { value: "json" }, "JSON"))),
+    el("button", { type: "submit", id: "browse-go" }, "Show records"));
+  const producer = el("form", { class: "inline", id: "produce" },
+    el("label", {}, "Key", el("input", { id: "produce-key", size: 14 })),
+    el("label", {}, "Value", el("input", { id: "produce-value", size: 30 })),
+    el("button", { type: "submit" }, "Produce"), el("span", { id: "produce-result", class: "muted" }));
+  view.replaceChildren(
+    el("h1", {}, "Topic ", el("span", { id: "topic-name" }, name)),
+    el("h2", {}, "Partitions"), el("table", { id: "partitions" }),
+    el("div", { class: "charts" }, el("figure", { id: "size-chart" }), el("figure", { id: "end-chart" })),
+    el("h2", {}, "Records"), browser, el("table", { id: "records" }),
+    el("h2", {}, "Produce a record"), producer,
+    el("h2", {}, "Config"), el("table", { id: "config" }));
+  let described = null, filled = false;
+
+  async function browse() {
+    const partition = Number(document.getElementById("browse-partition").value || 0);
+    const max = Math.max(1, Math.min(500, Number(document.getElementById("browse-max").value) || 20));
+    const format = document.getElementById("browse-format").value;
+    const info = described.partitions.find((p) => p.partition === partition);
+    const asked = document.getElementById("browse-offset").value;
+    const offset = asked === "" ? Math.max(info.log_start_offset, info.log_end_offset - max) : Number(asked);
+    const answer = await api(`/v1/topics/${enc(name)}/partitions/${partition}/records?offset=${offset}`
+                             + `&max_records=${max}&timeout_ms=0&value_format=${format}`);
+    replace("records", table("records",
+      [["Offset", { num: true }], ["Timestamp"], ["Key", { cls: "value" }], ["Value", { cls: "value" }],
+       ["Headers", { cls: "value" }]],
+      answer.records.map((r) => [r.offset, formatTime(r.timestamp), encoded(r.key, r.key_encoding),
+                                 encoded(r.value, r.value_encoding),
+                                 r.headers.map((h) => `${h.key}=${h.value === null ? "null" : h.value}`).join(", ")]),
+      `no records in partition ${partition} from offset ${offset}`));
+  }
+
+  browser.addEventListener("submit", (e) => { e.preventDefault(); browse().then(clearError, showError); });
+  producer.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const key = document.getElementById("produce-key").value;
+    const record = { value: document.getElementById("produce-value").value };
+    if (key !== "") record.key = key;
+    api(`/v1/topics/${enc(name)}/records`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ records: [record] }),
+    }).then((answer) => {
+      const o = answer.offsets[0];
+      document.getElementById("produce-result").textContent = `written to partition ${o.partition} at offset ${o.offset}`;
+      clearError();
+    }, showError);
+  });
+
+  return async () => {
+    described = await api("/v1/topics/" + enc(name));
+    for (const p of described.partitions) {
+      sample("size:" + name, "p" + p.partition, p.size_bytes);
+      sample("end:" + name, "p" + p.partition, p.log_end_offset);
+    }
+    replace("partitions", table("partitions",
+      [["Partition", { num: true }], ["Log start offset", { num: true }], ["Log end offset", { num: true }],
+       ["Records", { num: true }], ["Size", { num: true }]],
+      described.partitions.map((p) => [p.partition, p.log_start_offset, p.log_end_offset,
+                                       p.log_end_offset - p.log_start_offset, formatBytes(p.size_bytes)])));
+    replace("size-chart", chart("size-chart", "Size per partition", "size:" + name, formatBytes));
+    replace("end-chart", chart("end-chart", "Log end offset per partition (produce rate)", "end:" + name, String));
+    replace("config", table("config", [["Key"], ["Value"]],
+      Object.entries(described.config).sort().map(([k, v]) => [k, String(v)])));
+    const select = document.getElementById("browse-partition");
+    if (select.options.length !== described.partitions.length) {
+      const chosen = select.value;
+      select.replaceChildren(...described.partitions.map((p) => el("option", { value: p.partition }, p.partition)));
+      if (chosen) select.value = chosen;
+    }
+    if (!filled) {  // the latest records of the first partition with any
+      filled = true;
+      const first = described.partitions.find((p) => p.log_end_offset > p.log_start_offset);
+      if (first) select.value = first.partition;
+      await browse();
+    }
+  };
+}
+
+async function groupsPage() {
+  view.replaceChildren(el("h1", {}, "Consumer groups"), el("table", { id: "groups" }));
+  return async () => {
+    const { groups } = await api("/v1/groups");
+    const details = await Promise.all(groups.map((g) => api("/v1/groups/" + enc(g.group))));
+    replace("groups", table("groups",
+      [["Group"], ["State"], ["Members", { num: true }], ["Topics"], ["Lag", { num: true }]],
+      details.map((d) => [
+        el("a", { href: "#/groups/" + enc(d.group) }, d.group), d.state, d.members.length,
+        [...new Set(d.offsets.map((o) => o.topic))].join(", "),
+        d.offsets.reduce((n, o) => n + (o.lag || 0), 0),
+      ]), "no consumer groups (or none you may describe)"));
+  };
+}
+
+async function groupPage(name) {
+  view.replaceChildren(
+    el("h1", {}, "Consumer group ", el("span", { id: "group-name" }, name)),
+    el("p", { id: "group-state" }),
+    el("h2", {}, "Members"), el("table", { id: "members" }),
+    el("h2", {}, "Committed offsets and lag"), el("table", { id: "offsets" }),
+    el("div", { class: "charts" }, el("figure", { id: "lag-chart" })));
+  return async () => {
+    const d = await api("/v1/groups/" + enc(name));
+    document.getElementById("group-state").textContent =
+      `State ${d.state} · generation ${d.generation} · assignor ${d.assignor || "-"}`;
+    const tp = (list) => list.map((a) => `${a.topic}-${a.partition}`).join(", ");
+    replace("members", table("members",
+      [["Member"], ["Instance id"], ["Subscription"], ["Assignment"], ["Revoking"], ["Last heartbeat", { num: true }]],
+      d.members.map((m) => [m.member_id, m.group_instance_id || "-", m.pattern ? `/${m.pattern}/` : m.topics.join(", "),
+                            tp(m.assignment), tp(m.revoking), `${m.last_heartbeat_ms_ago} ms ago`]),
+      "no members"));
+    const owner = new Map();
+    for (const m of d.members) for (const a of m.assignment) owner.set(`${a.topic}-${a.partition}`, m.member_id);
+    replace("offsets", table("offsets",
+      [["Topic"], ["Partition", { num: true }], ["Committed offset", { num: true }], ["Lag", { num: true }],
+       ["Member"]],
+      d.offsets.map((o) => [o.topic, o.partition, o.offset, o.lag === null ? "-" : o.lag,
+                            owner.get(`${o.topic}-${o.partition}`) || "-"]),
+      "no committed offsets"));
+    for (const o of d.offsets) if (o.lag !== null) sample("lag:" + name, `${o.topic}-${o.partition}`, o.lag);
+    replace("lag-chart", chart("lag-chart", "Lag per partition", "lag:" + name, String));
+  };
+}
+
+// ---- routing, refresh, API key --------------------------------------------------------------------
+
+const ROUTES = [
+  [/^#\/topics\/(.+)$/, (m) => topicPage(decodeURIComponent(m[1])), "nav-topics"],
+  [/^#\/groups\/(.+)$/, (m) => groupPage(decodeURIComponent(m[1])), "nav-groups"],
+  [/^#\/groups$/, () => groupsPage(), "nav-groups"],
+  [/^(#\/topics)?$|^#?\/?$/, () => topicsPage(), "nav-topics"],
+];
+
+async function route() {
+  clearInterval(refreshTimer);
+  clearError();
+  const hash = location.hash;
+  const [pattern, page, nav] = ROUTES.find(([re]) => re.test(hash)) || ROUTES[ROUTES.length - 1];
+  for (const link of document.querySelectorAll("header nav a")) link.classList.toggle("active", link.id === nav);
+  const refresh = await page(hash.match(pattern) || []);
+  const tick = () => refresh().then(clearError, showError);
+  await tick();
+  document.body.dataset.loaded = "true";
+  refreshTimer = setInterval(tick, REFRESH_MS);
+}
+
+function showKeyState() {
+  document.getElementById("auth-state").textContent = apiKey() ? "key set" : "no key";
+}
+
+document.getElementById("auth").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const input = document.getElementById("api-key");
+  if (input.value) sessionStorage.setItem(KEY_STORE, input.value);
+  input.value = "";
+  showKeyState();
+  route();
+});
+document.getElementById("forget-key").addEventListener("click", () => {
+  sessionStorage.removeItem(KEY_STORE);
+  showKeyState();
+  route();
+});
+window.addEventListener("hashchange", route);
+showKeyState();
+route();

@@ -1,0 +1,165 @@
+"""The web console at /ui in a real headless browser (Debian's chromium and chromedriver) against a real server
+with authentication on: topics with their offsets, a topic's partitions and records, a group's members and lag,
+what a principal without rights cannot see, and the API key entered in the page."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import httpx
+import pytest
+
+from tests.http.conftest import ThreadServer
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+KEYS = {"admin-secret": "admin", "alice-secret": "alice"}
+ADMIN = {"Authorization": "Bearer admin-secret"}
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                                reason="chromium and chromedriver are not installed (apt-get install chromium "
+                                       "chromium-driver)")
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM  # type: ignore[assignment]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1000", "--disable-extensions", "--no-first-run"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))  # type: ignore[arg-type]
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver: object, check: Callable[[], object], what: str, timeout: float = 15) -> object:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as exc:  # the element is being replaced by a refresh, or not there yet
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}; "
+                         f"status: {driver.find_element('id', 'status').text!r}")  # type: ignore[attr-defined]
+
+
+def text_of(driver: object, element_id: str) -> str:
+    return driver.find_element("id", element_id).text  # type: ignore[attr-defined]
+
+
+def rows(driver: object, element_id: str) -> list[list[str]]:
+    table = driver.find_element("id", element_id)  # type: ignore[attr-defined]
+    return [[cell.text for cell in row.find_elements("tag name", "td")]
+            for row in table.find_elements("css selector", "tbody tr")]
+
+
+def enter_key(driver: object, key: str) -> None:
+    field = driver.find_element("id", "api-key")  # type: ignore[attr-defined]
+    field.clear()
+    field.send_keys(key)
+    driver.find_element("id", "use-key").click()  # type: ignore[attr-defined]
+
+
+def seed(server: ThreadServer) -> None:
+    with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as c:
+        for name, partitions in (("orders", 2), ("payroll", 1)):
+            assert c.post("/v1/topics", json={"name": name, "partitions": partitions}).status_code == 201
+        records = [{"key": f"user-{i}", "value": f"order {i} <b>not html</b>", "partition": i % 2,
+                    "headers": [{"key": "source", "value": "web"}]} for i in range(5)]
+        assert c.post("/v1/topics/orders/records", json={"records": records}).status_code == 200
+        assert c.post("/v1/topics/payroll/records", json={"records": [{"value": "salary"}]}).status_code == 200
+        acls = [{"principal": "alice", "resource_type": "topic", "resource_name": "orders", "operation": "read"}]
+        assert c.post("/v1/acls", json={"acls": acls}).status_code == 201
+        joined = c.post("/v1/groups/billing/members", json={"topics": ["orders"], "session.timeout.ms": 60000,
+                                                             "auto.offset.reset": "earliest"})
+        assert joined.status_code == 201, joined.text
+        member = joined.json()["member_id"]
+        beat = c.post(f"/v1/groups/billing/members/{member}/heartbeat").json()
+        assert beat["state"] == "Stable", beat
+        commit = c.post("/v1/groups/billing/offsets", json={
+            "member_id": member, "generation": beat["generation"],
+            "offsets": [{"topic": "orders", "partition": 0, "offset": 1}, {"topic": "orders", "partition": 1,
+                                                                            "offset": 2}]})
+        assert commit.status_code == 200, commit.text
+
+
+def test_console_shows_topics_records_and_groups_with_the_api_key(
+        start_server: Callable[..., ThreadServer], browser: object, tmp_path: Path) -> None:
+    server = start_server(api_keys_json=json.dumps(KEYS))
+    seed(server)
+    assert httpx.get(server.url + "/ui", follow_redirects=True).status_code == 200
+    assert httpx.get(server.url + "/ui/console.js").headers["content-type"].startswith(
+        ("application/javascript", "text/javascript"))
+    driver = browser
+
+    # no key: the page loads and says it needs one
+    driver.get(server.url + "/ui/")  # type: ignore[attr-defined]
+    wait_for(driver, lambda: "needs an API key" in text_of(driver, "status"), "the 401 message")
+
+    # the admin key: every topic, with partitions and log end offsets
+    enter_key(driver, "admin-secret")
+    topics = wait_for(driver, lambda: len(rows(driver, "topics")) == 2 and rows(driver, "topics"), "the topics")
+    assert topics == [["orders", "2", "0, 0", "3, 2", "5", topics[0][5]],  # type: ignore[index]
+                      ["payroll", "1", "0", "1", "1", topics[1][5]]]  # type: ignore[index]
+    assert text_of(driver, "status") == ""
+
+    # one topic: partitions, the latest records of a partition (text, never HTML), config
+    driver.find_element("link text", "orders").click()  # type: ignore[attr-defined]
+    partitions = wait_for(driver, lambda: rows(driver, "partitions")[0][0] == "0" and rows(driver, "partitions"),
+                          "the partitions of orders")
+    assert [row[:4] for row in partitions] == [["0", "0", "3", "3"], ["1", "0", "2", "2"]]  # type: ignore[index]
+    records = wait_for(driver, lambda: len(rows(driver, "records")) == 3 and rows(driver, "records"),
+                       "the records of orders-0")
+    assert [(r[0], r[2], r[3], r[4]) for r in records] == [  # type: ignore[union-attr]
+        (str(i), f"user-{2 * i}", f"order {2 * i} <b>not html</b>", "source=web") for i in range(3)]
+    assert "retention.ms" in text_of(driver, "config")
+    driver.find_element("css selector", "#browse-partition option[value='1']").click()  # type: ignore[attr-defined]
+    driver.find_element("id", "browse-go").click()  # type: ignore[attr-defined]
+    wait_for(driver, lambda: [r[3] for r in rows(driver, "records")] == ["order 1 <b>not html</b>",
+                                                                          "order 3 <b>not html</b>"],
+             "the records of orders-1")
+    assert driver.find_elements("css selector", "#size-chart svg")  # type: ignore[attr-defined]
+    driver.find_element("id", "produce-key").send_keys("user-9")  # type: ignore[attr-defined]
+    driver.find_element("id", "produce-value").send_keys("from the console")  # type: ignore[attr-defined]
+    driver.find_element("css selector", "#produce button").click()  # type: ignore[attr-defined]
+    wait_for(driver, lambda: "written to partition" in text_of(driver, "produce-result"), "the produce answer")
+    with httpx.Client(base_url=server.url, headers=ADMIN) as c:
+        ends = [p["log_end_offset"] for p in c.get("/v1/topics/orders").json()["partitions"]]
+    assert sum(ends) == 6
+    driver.save_screenshot(os.environ.get("LAKELOG_CONSOLE_SCREENSHOT") or str(tmp_path / "console.png"))  # type: ignore[attr-defined]
+
+    # consumer groups: state, members, committed offsets and lag
+    driver.find_element("id", "nav-groups").click()  # type: ignore[attr-defined]
+    groups = wait_for(driver, lambda: rows(driver, "groups")[0][0] == "billing" and rows(driver, "groups"),
+                      "the groups")
+    assert groups == [["billing", "Stable", "1", "orders", str(ends[0] - 1 + ends[1] - 2)]]
+    driver.find_element("link text", "billing").click()  # type: ignore[attr-defined]
+    offsets = wait_for(driver, lambda: rows(driver, "offsets")[0][0] == "orders" and rows(driver, "offsets"),
+                       "the group's offsets")
+    members = rows(driver, "members")
+    assert len(members) == 1 and members[0][0].startswith("member-") and members[0][3] == "orders-0, orders-1"
+    assert [row[:4] for row in offsets] == [  # type: ignore[index]
+        ["orders", "0", "1", str(ends[0] - 1)], ["orders", "1", "2", str(ends[1] - 2)]]
+    assert members[0][0] in offsets[0][4]  # type: ignore[index]
+    assert "Stable" in text_of(driver, "group-state")
+
+    # alice sees only what she may describe; a page she may not read says so
+    enter_key(driver, "alice-secret")
+    driver.get(server.url + "/ui/#/topics")  # type: ignore[attr-defined]
+    wait_for(driver, lambda: [r[0] for r in rows(driver, "topics")] == ["orders"], "alice's topics")
+    driver.get(server.url + "/ui/#/topics/payroll")  # type: ignore[attr-defined]
+    wait_for(driver, lambda: "Not allowed" in text_of(driver, "status"), "the 403 message")

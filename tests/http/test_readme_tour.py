@@ -1,0 +1,124 @@
+"""README.md's tour, run as written: the shell blocks of the CLI and HTTP API sections, read from the README
+itself, run in order in one bash against a real `lakelog serve` on a free port (the README's `localhost:8080`
+rewritten to it) and `.venv/bin/lakelog` on the same root. Each command must exit 0 (or fail when the README
+shows it printing `error: ...`), and the output the README shows must match, with placeholders: `…` stands for
+anything, and timestamps, member ids, sizes and the like are any value. Aligned tables are printed only in a
+terminal, so their outputs are not compared. A block after `<!-- tour: skip -->` is not run."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.http.conftest import REPO, ProcessServer
+
+README = REPO / "README.md"
+# The sections of the tour, in README order; each runs against the same root and server.
+SECTIONS = ["Topics (CLI)", "Produce and consume (CLI)", "Consumer groups (CLI)",
+            "Topics", "Produce", "Fetch (no group)", "Consumer groups"]
+SKIP_MARK = "<!-- tour: skip -->"
+PLACEHOLDERS = [  # (a regex over the README's text after escaping, what any run may print there)
+    (r'("(?:timestamp|size_bytes|last_heartbeat_ms_ago)":(?:\\ )?)\d+', r"\g<1>\\d+"),
+    (r"member\\-[0-9a-f]+", r"member-[0-9a-f]+"),
+]
+
+
+@dataclass
+class Command:
+    section: str
+    text: str
+    expected: list[str] = field(default_factory=list)
+
+
+def sections(markdown: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.M)
+    for heading, body in zip(parts[1::2], parts[2::2]):
+        found.setdefault(heading.lstrip("#").strip(), body)  # the first section of a name wins (CLI before HTTP)
+    return found
+
+
+def complete(command: str) -> bool:
+    if command.endswith("\\"):
+        return False
+    try:
+        shlex.split(command, comments=True)
+    except ValueError:  # an open quote: the command goes on on the next line
+        return False
+    return True
+
+
+def commands(section: str, body: str) -> list[Command]:
+    out: list[Command] = []
+    blocks = re.finditer(r"(<!-- tour: skip -->\s*)?^```(sh|console|bash)\n(.*?)^```", body, flags=re.M | re.S)
+    for block in blocks:
+        if block.group(1):
+            continue
+        current: Command | None = None
+        open_command = False
+        for line in block.group(3).splitlines():
+            if open_command and current is not None:
+                current.text += "\n" + line
+                open_command = not complete(current.text)
+            elif line.startswith("$ "):
+                current = Command(section, line[2:])
+                out.append(current)
+                open_command = not complete(current.text)
+            elif current is not None and line.strip():
+                current.expected.append(line)
+    return out
+
+
+def pattern(expected: list[str]) -> re.Pattern[str]:
+    text = re.escape("\n".join(expected))
+    text = text.replace("…", ".*?")
+    for found, replacement in PLACEHOLDERS:
+        text = re.sub(found, replacement, text)
+    return re.compile(text, re.S)
+
+
+def shows_table(expected: list[str]) -> bool:
+    return any("───" in line for line in expected)
+
+
+def script(tour: list[Command], port: int) -> str:
+    lines = ["set -u"]
+    for i, command in enumerate(tour):
+        text = command.text.replace("localhost:8080", f"127.0.0.1:{port}")
+        lines += [f"printf '\\n@@@ {i} begin\\n'", "{", text, "} 2>&1", f"printf '\\n@@@ {i} rc %s\\n' $?"]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    found = sections(README.read_text())
+    tour = [c for name in SECTIONS for c in commands(name, found[name])]
+    assert len(tour) > 40, [c.text for c in tour]
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # `.venv/bin/lakelog`, `.venv/bin/python`
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    server = ProcessServer(str(tmp_path / "data"), env={  # the default rebalance delay, as `make run` has
+        "PYTHONPATH": env["PYTHONPATH"], "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "3000"}).start()
+    try:
+        run = subprocess.run(["bash", "-c", script(tour, server.port)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        server.terminate()
+    outputs = re.findall(r"@@@ (\d+) begin\n(.*?)\n?@@@ \1 rc (\d+)\n", run.stdout, flags=re.S)
+    assert len(outputs) == len(tour), run.stdout[-3000:] + run.stderr[-3000:]
+    failures = []
+    for (index, output, rc), command in zip(outputs, tour):
+        fails = any(line.startswith("error:") for line in command.expected)
+        where = f"[{command.section}] $ {command.text}"
+        if (rc != "0") != fails:
+            failures.append(f"{where}\n  exit {rc}\n  output: {output}")
+        elif command.expected and not shows_table(command.expected) and \
+                not pattern(command.expected).fullmatch(output.strip()):
+            failures.append(f"{where}\n  README: {chr(10).join(command.expected)}\n  actual: {output.strip()}")
+    assert not failures, f"{len(failures)} of {len(tour)} commands differ from the README:\n\n" + \
+        "\n\n".join(failures)
