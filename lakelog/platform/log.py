@@ -149,17 +149,23 @@ class TopicLog:
         except CommitFailedError:
             pass  # another creator's version 0 won the put-if-absent (S3)
         except DeltaError as exc:
-            if "already exists" not in str(exc):
+            # "not found": another node's delete is removing the former table's log under us.
+            if "already exists" not in str(exc) and "not found" not in str(exc).lower():
                 raise
-        try:
-            existing = DeltaTable(uri, storage_options=storage.delta_options())
-            empty = existing.version() == 0 and not existing.file_uris()
-        except STORAGE_ERRORS:  # a log cut short by a delete in progress
-            empty = False
-        if not empty:
+        if not TopicLog.table_is_empty(storage, name):
             raise TopicAlreadyExists(
                 f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
                 f"retry, or run `lakelog topics delete {name}` to finish an interrupted delete")
+
+    @staticmethod
+    def table_is_empty(storage: Storage, name: str) -> bool:
+        """Whether the topic's table is a bare version 0 (a create's, reused by the next create); False for
+        a table holding commits or a log cut short by a delete in progress."""
+        try:
+            existing = DeltaTable(storage.uri(topic_path(name)), storage_options=storage.delta_options())
+            return existing.version() == 0 and not existing.file_uris()
+        except STORAGE_ERRORS:
+            return False
 
     @property
     def version(self) -> int:
