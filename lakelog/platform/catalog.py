@@ -7,6 +7,7 @@ the loser re-reads and re-validates: no lost update, no double create.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import threading
@@ -153,22 +154,37 @@ class Catalog:
 
     def delete_topic(self, name: str) -> None:
         """Remove the topic from the catalog, then its table. A name that is gone from the catalog but
-        whose table is still there (a delete interrupted by a crash) has its deletion finished."""
+        whose table still holds data (a delete interrupted by a crash) has its deletion finished. Of
+        concurrent deletes (any nodes) one wins; the others get UnknownTopicOrPartition."""
         uri = self.storage.uri(topic_path(name))
+        seen: list[TopicMeta] = []
 
-        def change(current: TopicMeta | None, now: int) -> None:
-            if current is None and self.storage.list_names(uri):
-                raise _LeftoverTable()
-            _existing(name, current)
+        def change(current: TopicMeta | None, now: int) -> TopicMeta | None:
+            if current is not None:
+                seen.append(current)
+                return None
+            if seen or not self.storage.list_names(uri) or TopicLog.table_is_empty(self.storage, name):
+                # Deleted by another node since we looked (it removes the table); or nothing is left, or a
+                # bare table a concurrent create may be reusing right now: it must stay.
+                raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+            # A leftover of an interrupted delete: a tombstone again, so that a create of the name
+            # committed meanwhile conflicts with it (and is deleted as asked, not wiped under its feet).
+            seen.append(TopicMeta(name, 1, parse_topic_config(None), 0, now, now))
             return None
 
+        self._change(name, change, tombstone=lambda: seen[-1])
         try:
-            self._change(name, change)
-        except _LeftoverTable:
-            pass
-        self.storage.delete_tree(uri)
+            self.storage.delete_tree(uri)
+        except FileNotFoundError:
+            pass  # another node finishing the same delete
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise StorageUnavailable(f"topic {name!r} is deleted, but its table at {uri} is not yet "
+                                         f"removed ({exc}); `lakelog topics delete {name}` finishes it") from None
+            # A new topic of the name is being created in the folder: what is left of ours is unreferenced.
 
-    def _change(self, name: str, change: Callable[[TopicMeta | None, int], TopicMeta | None]) -> Any:
+    def _change(self, name: str, change: Callable[[TopicMeta | None, int], TopicMeta | None],
+                tombstone: Callable[[], TopicMeta] | None = None) -> Any:
         """Compare-and-set on the topic's row: read, validate and commit under this node's lock, and against
         other processes through `SetTransaction("lakelog.topic.<name>", revision)`: a concurrent change of
         the same topic makes the commit fail in delta-rs, and the change is validated again."""
@@ -179,7 +195,8 @@ class Catalog:
                 revision = self._dt.transaction_version(f"lakelog.topic.{name}") or 0
                 now = now_ms()
                 updated = change(current, now)
-                row = _row(name, updated, current, revision + 1, now)
+                # A delete's row repeats the deleted topic's fields (`tombstone` when it is gone already).
+                row = _row(name, updated, current or (tombstone() if tombstone else None), revision + 1, now)
                 try:
                     write_deltalake(
                         self._dt, row, mode="append",
@@ -204,10 +221,6 @@ def _open_catalog(storage: Storage, create: bool) -> tuple[Any, bool]:
         return open_control_table(storage, CATALOG_TABLE, CATALOG_SCHEMA), not exists
     except STORAGE_ERRORS as exc:
         raise StorageUnavailable(describe_storage_error(storage, exc)) from None
-
-
-class _LeftoverTable(Exception):
-    """The topic is gone from the catalog, but its table is not."""
 
 
 def _existing(name: str, current: TopicMeta | None) -> TopicMeta:

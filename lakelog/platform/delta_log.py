@@ -97,6 +97,23 @@ def removed_paths(commit: bytes) -> dict[str, int]:
             for entry in _actions(commit) if "remove" in entry}
 
 
+PRODUCER_IDS = "lakelog.producerIds"  # commitInfo: the idempotent producer ids an append wrote
+
+
+def committed_producers(commit: bytes) -> set[int] | None:
+    """The idempotent producer ids a commit wrote batches of; None when it cannot tell (an append written
+    without the list, by another engine or an older lakelog), so the caller must assume any producer."""
+    info, appends = None, False
+    for entry in _actions(commit):
+        if "commitInfo" in entry:
+            info = entry["commitInfo"]
+        elif "add" in entry and entry["add"].get("dataChange", True):
+            appends = True
+    if info is not None and isinstance(info.get(PRODUCER_IDS), list):
+        return {int(pid) for pid in info[PRODUCER_IDS]}
+    return None if appends else set()  # removes and rewrites (retention, compaction) add no new batches
+
+
 def commit_info(commit: bytes) -> dict:
     for entry in _actions(commit):
         if "commitInfo" in entry:

@@ -84,6 +84,18 @@ class InvalidProducerEpoch(LakelogError):
     code = "INVALID_PRODUCER_EPOCH"
 
 
+class ProducerStateChanged(LakelogError):
+    """Another writer of the topic committed batches of these producers since this node loaded their state:
+    the writer re-checks its calls against the log before committing (never escapes a healthy flush)."""
+
+    code = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+    def __init__(self, message: str, producer_ids: set[int] | None) -> None:
+        super().__init__(message)
+        self.producer_ids = producer_ids  # None: any producer may have changed
+
+
 class RequestTimedOut(LakelogError):
     code = "REQUEST_TIMED_OUT"
     retriable = True

@@ -30,8 +30,21 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta_log import clean_commit_log, commit_info, commit_uri, encode_commit
-from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, StorageWriteFailed, TopicAlreadyExists
+from lakelog.platform.delta_log import (
+    PRODUCER_IDS,
+    clean_commit_log,
+    commit_info,
+    commit_uri,
+    committed_producers,
+    encode_commit,
+)
+from lakelog.platform.errors import (
+    InvalidRequest,
+    OffsetOutOfRange,
+    ProducerStateChanged,
+    StorageWriteFailed,
+    TopicAlreadyExists,
+)
 from lakelog.platform.file_stats import segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex
 from lakelog.platform.layout import topic_path
@@ -64,6 +77,9 @@ COMMIT_ID = "lakelog.commitId"
 # Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
 PARTITION_APP_PREFIX = "lakelog.partition."
+# Other writers' commits not yet read for the producer ids they wrote: beyond this many versions the
+# writer forgets all producer state instead of reading them (reloading the producers in use is cheaper).
+FOREIGN_VERSIONS_MAX = RETAINED_COMMITS // 2
 PRODUCER_COLUMNS = ["offset", "timestamp", "producer_id", "producer_epoch", "sequence"]
 CONTENT_COLUMNS = ["key", "value", "headers"]
 
@@ -111,6 +127,10 @@ class TopicLog:
         self._checkpointing = False  # a background run is under way
         self.commits = 0
         self.conflicts = 0
+        # Versions other writers committed since this node's producer state was last checked against them
+        # (inclusive ranges), and the producer ids found in those read so far (None: any producer).
+        self._foreign: list[tuple[int, int]] = []
+        self._changed_producers: set[int] | None = set()
         self._rebuild_index()
         self._opened_at = self._version
 
@@ -129,17 +149,23 @@ class TopicLog:
         except CommitFailedError:
             pass  # another creator's version 0 won the put-if-absent (S3)
         except DeltaError as exc:
-            if "already exists" not in str(exc):
+            # "not found": another node's delete is removing the former table's log under us.
+            if "already exists" not in str(exc) and "not found" not in str(exc).lower():
                 raise
-        try:
-            existing = DeltaTable(uri, storage_options=storage.delta_options())
-            empty = existing.version() == 0 and not existing.file_uris()
-        except STORAGE_ERRORS:  # a log cut short by a delete in progress
-            empty = False
-        if not empty:
+        if not TopicLog.table_is_empty(storage, name):
             raise TopicAlreadyExists(
                 f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
                 f"retry, or run `lakelog topics delete {name}` to finish an interrupted delete")
+
+    @staticmethod
+    def table_is_empty(storage: Storage, name: str) -> bool:
+        """Whether the topic's table is a bare version 0 (a create's, reused by the next create); False for
+        a table holding commits or a log cut short by a delete in progress."""
+        try:
+            existing = DeltaTable(storage.uri(topic_path(name)), storage_options=storage.delta_options())
+            return existing.version() == 0 and not existing.file_uris()
+        except STORAGE_ERRORS:
+            return False
 
     @property
     def version(self) -> int:
@@ -174,6 +200,7 @@ class TopicLog:
         old = self._index
         self._apps.clear()
         self._index = SegmentIndex.from_add_actions(pa.table(self._dt.get_add_actions(flatten=True)))
+        self._note_foreign(self._version, self._dt.version())
         self._version = self._dt.version()
         self._last_refresh = time.monotonic()
         for partition, index in old.partitions.items():
@@ -223,7 +250,8 @@ class TopicLog:
     # ---- append -----------------------------------------------------------
 
     def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,
-               app_transaction: tuple[str, int] | None = None) -> Appended | None:
+               app_transaction: tuple[str, int] | None = None,
+               producer_ids: frozenset[int] = frozenset()) -> Appended | None:
         """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
 
         Offsets are assigned from this node's snapshot; the data files (one per partition, written in
@@ -233,6 +261,12 @@ class TopicLog:
         version, else the records are written again with new offsets. With `app_transaction=(app_id,
         version)` the commit also records that SetTransaction, and nothing is written (None is
         returned) when the table already holds that app id at `version` or later: exactly once.
+
+        `producer_ids`: the idempotent producers whose batches the records are, checked by the caller
+        against its producer state; recorded in the commit. Before each attempt, commits of other writers
+        that this node has not yet checked are read (none in steady state: no extra request), and if one
+        wrote any of these producers `ProducerStateChanged` is raised: the caller reloads their state and
+        checks its batches again, so a retry committed by another writer is never committed twice.
         """
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
@@ -242,36 +276,99 @@ class TopicLog:
             with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
-                bases = {p: self.log_end_offset(p) for p, _, _ in runs}
-                version = self._version + 1
-                table, offsets = _assign_offsets(ordered, runs, bases)
-                txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
-                if app_transaction is not None:
-                    txns.append(Transaction(*app_transaction))
-                commit_id = uuid.uuid4().hex
-                try:
-                    if written is None or written[0] != bases:
-                        written = (bases, self._write_segments(table, runs))
-                    landed = self.storage.put_if_absent(
-                        commit_uri(self.uri, version),
-                        encode_commit(written[1], txns, self._commit_metadata(commit_id)))
-                except STORAGE_ERRORS as exc:
-                    committed = self._committed_version(version - 1, commit_id)
-                    if committed is not None:
-                        return self._landed(table, runs, bases, offsets, order, txns, committed, None)
-                    if not is_retriable(exc):
-                        raise StorageWriteFailed(f"storage refused the commit to {self.name!r}: {exc}") from None
-                    log.warning("storage error committing to %s: %s", self.name, exc)
-                    failure = f"storage unavailable: {exc}"
-                else:
-                    if landed:
-                        return self._landed(table, runs, bases, offsets, order, txns, version, written[1])
-                    # Files written for offsets that lose are left unreferenced: the vacuum job deletes
-                    # unreferenced files once they are older than any write in flight.
-                    self.conflicts += 1
-                    log.debug("commit conflict on %s at version %d", self.name, version)
-                    failure = "its commits kept conflicting with other writers'"
+                failure = self._check_producers(producer_ids)
+                if failure is None:  # else other writers' commits could not be read: refresh, try again
+                    bases = {p: self.log_end_offset(p) for p, _, _ in runs}
+                    version = self._version + 1
+                    table, offsets = _assign_offsets(ordered, runs, bases)
+                    txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
+                    if app_transaction is not None:
+                        txns.append(Transaction(*app_transaction))
+                    commit_id = uuid.uuid4().hex
+                    try:
+                        if written is None or written[0] != bases:
+                            written = (bases, self._write_segments(table, runs))
+                        landed = self.storage.put_if_absent(
+                            commit_uri(self.uri, version),
+                            encode_commit(written[1], txns, self._commit_metadata(commit_id, producer_ids)))
+                    except STORAGE_ERRORS as exc:
+                        committed = self._committed_version(version - 1, commit_id)
+                        if committed is not None:
+                            return self._landed(table, runs, bases, offsets, order, txns, committed, None)
+                        if not is_retriable(exc):
+                            raise StorageWriteFailed(
+                                f"storage refused the commit to {self.name!r}: {exc}") from None
+                        log.warning("storage error committing to %s: %s", self.name, exc)
+                        failure = f"storage unavailable: {exc}"
+                    else:
+                        if landed:
+                            return self._landed(table, runs, bases, offsets, order, txns, version, written[1])
+                        # Files written for offsets that lose are left unreferenced: the vacuum job deletes
+                        # unreferenced files once they are older than any write in flight.
+                        self.conflicts += 1
+                        log.debug("commit conflict on %s at version %d", self.name, version)
+                        failure = "its commits kept conflicting with other writers'"
             self._refresh_or_wait(deadline, failure)
+
+    # ---- other writers' commits and producer state ----------------------
+
+    def _note_foreign(self, known: int, latest: int) -> None:
+        """Versions (known, latest] came from other writers (this node tracks its own commits' versions)."""
+        if known < 0 or latest <= known:
+            return  # the first snapshot: producer state is loaded from it, not from commits
+        if self._foreign and self._foreign[-1][1] + 1 >= known + 1:
+            self._foreign[-1] = (self._foreign[-1][0], max(self._foreign[-1][1], latest))
+        else:
+            self._foreign.append((known + 1, latest))
+        if sum(end - start + 1 for start, end in self._foreign) > FOREIGN_VERSIONS_MAX:
+            self._foreign.clear()
+            self._changed_producers = None  # too many to read: every producer's state is reloaded
+
+    def _read_foreign(self) -> None:
+        """Read the producer ids of the other writers' commits noted so far (lock held). Storage errors
+        propagate with the versions still noted; a commit file already cleaned up counts as any producer."""
+        while self._foreign:
+            start, end = self._foreign[0]
+            for version in range(start, end + 1):
+                if self._changed_producers is None:
+                    break
+                try:
+                    found = committed_producers(self.storage.read_bytes(commit_uri(self.uri, version)))
+                except FileNotFoundError:
+                    found = None
+                if found is None:
+                    self._changed_producers = None
+                else:
+                    self._changed_producers |= found
+                self._foreign[0] = (version + 1, end)
+            self._foreign.pop(0)
+
+    def _check_producers(self, producer_ids: frozenset[int]) -> str | None:
+        """Before committing batches of `producer_ids`: raise if another writer's commit since this node
+        last looked wrote any of them. None when checked; a failure to retry after a refresh otherwise."""
+        if not producer_ids or (not self._foreign and self._changed_producers is not None
+                                and producer_ids.isdisjoint(self._changed_producers)):
+            return None  # steady state: nothing to read
+        try:
+            self._read_foreign()
+        except STORAGE_ERRORS as exc:
+            return f"other writers' commits could not be read: {exc}"
+        changed = self._changed_producers
+        if changed is None or not producer_ids.isdisjoint(changed):
+            raise ProducerStateChanged(f"another writer committed batches of these producers to {self.name!r}",
+                                       None if changed is None else changed & producer_ids)
+        return None
+
+    def take_changed_producers(self) -> set[int] | None:
+        """The producer ids other writers committed batches of since the last call (None: any producer),
+        for the producer state to forget. Reads the commit files only when other writers committed."""
+        with self._lock:
+            try:
+                self._read_foreign()
+            except STORAGE_ERRORS as exc:  # the versions stay noted; the commit check reads them again
+                log.warning("other writers' commits to %s not read: %s", self.name, exc)
+            changed, self._changed_producers = self._changed_producers, set()
+            return changed
 
     def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> list[AddAction]:
         try:
@@ -363,6 +460,7 @@ class TopicLog:
             self._catch_up()
         except STORAGE_ERRORS:  # a stale snapshot is safe: our next commit conflicts, and refreshes
             log.warning("snapshot of %s not refreshed", self.name)
+        self._note_foreign(self._version, self._dt.version())
         self._version = self._dt.version()  # the offsets now come from the snapshot: commit after it
         try:
             self._rebuild_index()
@@ -389,8 +487,9 @@ class TopicLog:
             pass
         return None
 
-    def _commit_metadata(self, commit_id: str) -> dict:
-        metadata = {COMMIT_ID: commit_id}
+    def _commit_metadata(self, commit_id: str, producer_ids: frozenset[int] = frozenset()) -> dict:
+        # The producer ids let another writer of the topic tell, from the commit alone, whose state it changed.
+        metadata: dict = {COMMIT_ID: commit_id, PRODUCER_IDS: sorted(producer_ids)}
         if self.leader_epoch is not None:
             metadata["lakelog.leaderEpoch"] = self.leader_epoch
         return metadata

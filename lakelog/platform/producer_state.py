@@ -154,6 +154,18 @@ class ProducerStateManager:
             self._producers.pop(producer_id, None)
             self._history.pop(producer_id, None)
 
+    def forget_changed(self, producer_ids: set[int] | None) -> None:
+        """Another writer of the topic committed batches of these producers (None: of any): their state here
+        is stale, and the next check of each rebuilds it from the log."""
+        with self._lock:
+            if producer_ids is None:
+                self._producers.clear()
+                self._history.clear()
+                return
+            for producer_id in producer_ids:
+                self._producers.pop(producer_id, None)
+                self._history.pop(producer_id, None)
+
 
 def _key_reused() -> IdempotencyKeyReused:
     return IdempotencyKeyReused("this Idempotency-Key was used before with different content (other records "

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import LakelogError
+from lakelog.platform.errors import LakelogError, ProducerStateChanged
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager
@@ -109,21 +109,31 @@ class TopicWriter:
         self._flushes.close(timeout)
 
     def _flush(self, batch: list[PendingProduce]) -> None:
-        accepted = self._admit(checked([p for p in batch if not p.future.done()]))
-        if not accepted:
+        calls = checked([p for p in batch if not p.future.done()])
+        while True:
+            # Other writers of the topic (another node) may have committed batches of our producers: their
+            # state here is dropped and rebuilt from the log by the check, so a retry they wrote is answered.
+            self.producers.forget_changed(self.log.take_changed_producers())
+            accepted = self._admit(calls)
+            if not accepted:
+                return
+            table = _concat([p.table for p in accepted])  # type: ignore[misc]
+            partitions = np.concatenate([p.partitions for p in accepted])
+            table = stamp(table, [p.stamp for p in accepted], now_ms())
+            deadline = Deadline.earliest([p.deadline for p in accepted])
+            producer_ids = frozenset(p.producer.producer_id for p in accepted if p.producer is not None)
+            try:
+                appended = self.log.append(table, partitions, deadline, producer_ids=producer_ids)
+                assert appended is not None
+            except ProducerStateChanged:
+                calls = accepted  # nothing was committed: check these calls again on the refreshed log
+                continue
+            except LakelogError as exc:
+                for pending in accepted:
+                    fail(pending.future, exc)
+                return
+            self._answer(accepted, partitions, table, appended)
             return
-        table = _concat([p.table for p in accepted])  # type: ignore[misc]
-        partitions = np.concatenate([p.partitions for p in accepted])
-        table = stamp(table, [p.stamp for p in accepted], now_ms())
-        deadline = Deadline.earliest([p.deadline for p in accepted])
-        try:
-            appended = self.log.append(table, partitions, deadline)
-            assert appended is not None
-        except LakelogError as exc:
-            for pending in accepted:
-                fail(pending.future, exc)
-            return
-        self._answer(accepted, partitions, table, appended)
 
     def _answer(self, accepted: list[PendingProduce], partitions: np.ndarray, table: pa.Table,
                 appended: Appended) -> None:

@@ -67,3 +67,22 @@ def test_a_retry_older_than_the_recent_batches_and_not_in_the_log() -> None:
         state.record(ProducerBatch(9, 0, i), 1, result(i))
     with pytest.raises(DuplicateSequence):
         state.check(ProducerBatch(9, 0, 0), 1, {})
+
+
+@pytest.mark.parametrize("changed", [{9}, None], ids=["named", "any"])
+def test_state_another_writer_changed_is_rebuilt_from_the_log(changed: set[int] | None) -> None:
+    rows: list[tuple[int, int, int]] = []
+    state = ProducerStateManager(lambda pid, content=False: history(rows))
+    state.record(ProducerBatch(9, 0, 0), 1, result(0))
+    rows += [(0, 0, 0), (0, 1, 1)]  # another writer committed sequence 1 meanwhile
+    assert state.check(ProducerBatch(9, 0, 1), 1, {}) is None  # stale: would write it again
+    state.forget_changed(changed)
+    again = state.check(ProducerBatch(9, 0, 1), 1, {})
+    assert again is not None and again.duplicate and again.offsets.tolist() == [1]
+
+
+def test_forgetting_other_producers_keeps_this_ones_state() -> None:
+    state = manager()
+    state.record(ProducerBatch(9, 0, 0), 1, result(0))
+    state.forget_changed({8})
+    assert state.check(ProducerBatch(9, 0, 0), 1, {}).offsets.tolist() == [0]  # from the recent batches

@@ -10,7 +10,13 @@ import pyarrow as pa
 import pytest
 
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import InvalidTimestamp, RecordTooLarge, RequestTimedOut, StorageUnavailable
+from lakelog.platform.errors import (
+    InvalidTimestamp,
+    ProducerStateChanged,
+    RecordTooLarge,
+    RequestTimedOut,
+    StorageUnavailable,
+)
 from lakelog.platform.log import Appended
 from lakelog.platform.producer_state import ProducerStateManager
 from lakelog.platform.records import ProducerBatch, Record, records_to_columns
@@ -31,7 +37,8 @@ class FakeLog:
         self.release = threading.Event()
         self.release.set()
 
-    def append(self, table: pa.Table, partitions: np.ndarray, deadline: Deadline) -> Appended:
+    def append(self, table: pa.Table, partitions: np.ndarray, deadline: Deadline,
+               producer_ids: frozenset[int] = frozenset()) -> Appended:
         self.release.wait()
         if self.fail is not None:
             raise self.fail
@@ -41,6 +48,9 @@ class FakeLog:
             offsets[i] = self.ends.get(p, 0)
             self.ends[p] = offsets[i] + 1
         return Appended(offsets, len(self.appends))
+
+    def take_changed_producers(self) -> set[int] | None:
+        return set()  # the only writer
 
     def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
         return pa.table({"producer_epoch": pa.array([], pa.int16()), "sequence": pa.array([], pa.int32())})
@@ -161,3 +171,50 @@ def test_the_commit_notification_wakes_waiters(writer: TopicWriter) -> None:
     writer.submit(pending(b"a")).result(5)
     waiter.join(5)
     assert woke.is_set()
+
+
+class OtherWriterLog(FakeLog):
+    """A log another writer commits to: producer 9's batch 0 lands there while our first attempt is in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history = pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
+                                 "timestamp": pa.array([], pa.timestamp("ms")),
+                                 "producer_epoch": pa.array([], pa.int16()), "sequence": pa.array([], pa.int32())})
+        self.changed: set[int] = set()
+        self.attempts: list[frozenset[int]] = []
+
+    def append(self, table: pa.Table, partitions: np.ndarray, deadline: Deadline,
+               producer_ids: frozenset[int] = frozenset()) -> Appended:
+        self.attempts.append(producer_ids)
+        if len(self.attempts) == 1:
+            self.history = pa.table({"partition": pa.array([0], pa.int32()), "offset": pa.array([41], pa.int64()),
+                                     "timestamp": pa.array([5], pa.timestamp("ms")),
+                                     "producer_epoch": pa.array([0], pa.int16()),
+                                     "sequence": pa.array([0], pa.int32())})
+            self.changed = {9}
+            raise ProducerStateChanged("the other writer committed producer 9", {9})
+        return super().append(table, partitions, deadline)
+
+    def take_changed_producers(self) -> set[int] | None:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        return self.history if producer_id == 9 else self.history.slice(0, 0)
+
+
+def test_a_batch_another_writer_committed_meanwhile_is_answered_from_the_log_not_written() -> None:
+    fake = OtherWriterLog()
+    w = TopicWriter(fake, linger_ms=30, batch_bytes=1 << 30, producers=ProducerStateManager(fake.producer_history))
+    try:
+        retried = w.submit(pending(b"a", producer=ProducerBatch(9, 0, 0)))
+        other = w.submit(pending(b"b", producer=ProducerBatch(8, 0, 0)))
+        plain = w.submit(pending(b"c"))
+        result = retried.result(5)
+        assert result.duplicate and result.offsets.tolist() == [41]
+        assert other.result(5).offsets.tolist() == [0] and plain.result(5).offsets.tolist() == [1]
+        assert fake.attempts == [frozenset({8, 9}), frozenset({8})]  # checked again, then without the retry
+        assert [t.num_rows for t in fake.appends] == [2]
+    finally:
+        w.close()
