@@ -98,6 +98,7 @@ class Consumer:
         self._assignment: set[TP] = set()
         self._buffer: deque[Message] = deque()
         self._positions: dict[TP, int] = {}  # the next offset after what poll() handed out
+        self._polls = 0  # subscribe mode: the number of the last poll answer received (sent back as `after`)
         self._skip: dict[TP, int] = {}  # subscribe mode: a forward seek, records below are dropped
         self._fetch_at: dict[TP, int] = {}  # assign mode: the next offset to fetch
         self._cursor = 0
@@ -201,7 +202,7 @@ class Consumer:
             time.sleep(min(self._backoff_s, wait_s))
             return []
         params = {"max_records": int(self._config["max.poll.records"]), "timeout_ms": int(wait_s * 1000),
-                  "key_format": "base64", "value_format": "base64"}
+                  "key_format": "base64", "value_format": "base64", "after": self._polls}
         if self._config["fetch.max.bytes"]:
             params["max_bytes"] = int(self._config["fetch.max.bytes"])
         self._given_up.clear()
@@ -210,6 +211,7 @@ class Consumer:
                                            params=params, timeout_s=wait_s + self._request_s)
         except KafkaException as exc:
             return self._fetch_failed(exc.args[0], wait_s)
+        self._polls = answer.get("poll", 0)
         if answer.get("generation") is not None and answer["generation"] != self._generation:
             self._beat(self._session)  # a rebalance happened: learn the assignment before handing anything out
         messages = [from_fetched(r) for r in answer["records"]]
@@ -404,6 +406,7 @@ class Consumer:
         answer = self._call("POST", f"{self._group_path()}/members", json=self._join_body)
         with self._lock:
             self._member_id, self._generation = answer["member_id"], answer["generation"]
+            self._polls = 0  # a new member: no poll received yet
             self._server_assignment, self._revoke_told, self._rejoin = None, set(), False
         self._beat(self._session)
 

@@ -151,6 +151,8 @@ class FetchResponse(Strict):
     log_start_offset: int | None = None
     next_offset: int | None = None
     generation: int | None = None
+    poll: int | None = Field(None, description="Group polls: this answer's number, sent back as `after` by the "
+                                               "next poll (a lost answer's records then come again)")
 
 
 class OffsetAnswer(Strict):

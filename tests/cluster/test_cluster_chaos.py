@@ -47,18 +47,25 @@ class Node(ProcessServer):
 
 
 class RoundRobin:
-    """One client per node; each request goes to the next node (a load balancer's round robin)."""
+    """One client per node; each request goes to the next node, skipping for a while a node that did not
+    answer (a load balancer's round robin with passive health checks)."""
 
     def __init__(self, nodes: list[Node]) -> None:
         self.clients = [httpx.Client(base_url=n.url, timeout=8) for n in nodes]
         self._next = itertools.count()
+        self._down_until = [0.0] * len(nodes)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
         """The answer, or None when the node did not answer (killed, stopped)."""
-        client = self.clients[next(self._next) % len(self.clients)]
+        now = time.monotonic()
+        for _ in range(len(self.clients)):
+            i = next(self._next) % len(self.clients)
+            if self._down_until[i] <= now:
+                break
         try:
-            return client.request(method, path, **kwargs)
+            return self.clients[i].request(method, path, **kwargs)
         except httpx.HTTPError:
+            self._down_until[i] = time.monotonic() + 5
             return None
 
     def close(self) -> None:

@@ -95,6 +95,8 @@ async def poll(
     max_records: Annotated[int, Query(ge=1, le=100_000)] = 500,
     max_bytes: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     timeout_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
+    after: Annotated[int | None, Query(ge=0, description="The `poll` number of the last answer received: "
+                                                         "a lost answer's records come again")] = None,
     key_format: FormatQ = "string",
     value_format: FormatQ = "string",
     format: Literal["json", "arrow"] = "json",
@@ -104,9 +106,10 @@ async def poll(
     authorizer.check(principal, "read", "group", group)
     wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
     result = await blocking(services.coordinator.poll, group, member, max_records, max_bytes, wait,
-                            lambda topic: authorizer.check(principal, "read", "topic", topic))
+                            lambda topic: authorizer.check(principal, "read", "topic", topic), after)
     record_fetch(services, result.results, "poll", started)
-    return records_response(result.results, key_format, value_format, format, {"generation": result.generation})
+    return records_response(result.results, key_format, value_format, format,
+                            {"generation": result.generation, "poll": result.number})
 
 
 @router.delete("/{group}/members/{member}", status_code=204, summary="Leave the group")

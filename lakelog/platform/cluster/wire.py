@@ -3,7 +3,7 @@ received them, sent to the topic's leader as one Arrow IPC stream; the answer is
 
 Request: the calls' rows one after the other (TOPIC_FILE_SCHEMA without offsets, plus `partition`), and
 in the schema metadata, per call: rows, acks, the time left and the idempotent-producer fields.
-Answer (JSON): per call, offsets and timestamps, or the error's type, code, message and retriability.
+Answer (JSON): per call, partitions, offsets and timestamps, or the error's type, code, message and retriability.
 """
 
 from __future__ import annotations
@@ -86,14 +86,16 @@ def _result_json(result: ProduceResult | core.LakelogError) -> dict:
             extra = {"log_start_offset": result.log_start_offset, "log_end_offset": result.log_end_offset}
         return {"error": type(result).__name__, "code": result.code, "message": result.message,
                 "retriable": result.retriable, **extra}
-    return {"offsets": result.offsets.astype(np.int64), "timestamps": result.timestamps_ms.astype(np.int64),
-            "duplicate": result.duplicate, "version": result.version}
+    return {"partitions": result.partitions.astype(np.int32), "offsets": result.offsets.astype(np.int64),
+            "timestamps": result.timestamps_ms.astype(np.int64), "duplicate": result.duplicate,
+            "version": result.version}
 
 
 def _result(item: dict, call: ForwardedCall) -> ProduceResult | core.LakelogError:
     if "error" in item:
         return error_from(item)
-    return ProduceResult(call.partitions, np.asarray(item["offsets"], dtype=np.int64),
+    # A retry's partitions are the first attempt's: an answered duplicate says where the records went.
+    return ProduceResult(np.asarray(item["partitions"], dtype=np.int32), np.asarray(item["offsets"], dtype=np.int64),
                          np.asarray(item["timestamps"], dtype=np.int64), item["duplicate"], item["version"])
 
 

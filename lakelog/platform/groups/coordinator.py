@@ -46,6 +46,7 @@ REAP_INTERVAL_S = 0.05
 class Poll:
     generation: int
     results: list[FetchResult]
+    number: int = 0  # the member acknowledges it with its next poll (`after`)
 
 
 @dataclass(frozen=True)
@@ -147,15 +148,20 @@ class GroupCoordinator:
     # ---- polling --------------------------------------------------------------
 
     def poll(self, group_id: str, member_id: str, max_records: int = 500, max_bytes: int | None = None,
-             timeout_ms: int = 0, authorize: Callable[[str], None] | None = None) -> Poll:
+             timeout_ms: int = 0, authorize: Callable[[str], None] | None = None, after: int | None = None) -> Poll:
         """Records from the member's partitions, fairly (see positions.py); waits up to `timeout_ms` for a
         commit when there is nothing to read.
+
+        `after`: the number of the last poll the member received; if the one after it was lost on its way,
+        its records come again (`positions.acknowledge`). Without it, every answer counts as received.
 
         `authorize(topic)` raises when the caller may no longer read a topic: checked on every poll,
         since a right revoked after the join must stop the records at once."""
         if max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         deadline = self._clock() + max(timeout_ms, 0) / 1000
+        with self._lock:  # before the auto-commit: a lost answer's records are not committed past
+            positions.acknowledge(self.membership.member(group_id, member_id)[1], after)
         self._auto_commit(group_id, member_id)
         wait_s = self.broker.settings.refresh_interval_ms / 1000  # other writers' commits are seen by refresh
         while True:
@@ -169,10 +175,11 @@ class GroupCoordinator:
             if results:
                 with self._lock:
                     _, member = self.membership.member(group_id, member_id)
-                    return Poll(generation, positions.advance(member, results))
+                    return Poll(generation, positions.advance(member, results), member.polls)
             remaining = deadline - self._clock()
             if remaining <= 0:
-                return Poll(generation, [])
+                with self._lock:
+                    return Poll(generation, [], self.membership.member(group_id, member_id)[1].polls)
             self.broker.wait_for_commit(min(remaining, wait_s))
 
     def _poll_plan(self, group_id: str, member_id: str) -> tuple[int, positions.Plan]:

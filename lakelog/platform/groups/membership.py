@@ -78,6 +78,8 @@ class Member:
     revoke_told: bool = False
     delivered: set[TopicPartition] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)  # the next offset to read
+    polls: int = 0  # the number of the last poll answered with records
+    before_last_poll: dict[TopicPartition, int] = field(default_factory=dict)  # positions it started from
     cursor: int = 0  # where the next poll starts, so partitions take turns
 
     def subscribed(self, topics: PartitionCounts) -> frozenset[str]:

@@ -86,16 +86,30 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
 
 def advance(member: Member, results: list[FetchResult]) -> list[FetchResult]:
     """Move the member's positions past what it was given; drop results for partitions it lost meanwhile
-    or that another poll already delivered."""
-    kept = []
+    or that another poll already delivered. The positions it started from are kept until the member
+    acknowledges this poll (`acknowledge`)."""
+    kept, before = [], {}
     for result in results:
         tp = (result.topic, result.partition)
         if tp in member.assignment and result.next_offset is not None:
             first = int(result.records.column("offset")[0].as_py())
             if member.positions.get(tp, first) <= first:
+                before[tp] = member.positions.get(tp, first)
                 member.positions[tp] = result.next_offset
                 kept.append(result)
+    if kept:
+        member.polls += 1
+        member.before_last_poll = before
     return kept
+
+
+def acknowledge(member: Member, after: int | None) -> None:
+    """The member says which poll it got last (`after`). When that is the one before the last, the last
+    answer was lost on its way (a timeout, a node gone): its records are handed out again instead of
+    being skipped, and committed past by the next commit."""
+    if after is not None and after == member.polls - 1:
+        member.positions.update({tp: o for tp, o in member.before_last_poll.items() if tp in member.positions})
+        member.polls = after
 
 
 def auto_commit_rows(group: Group, member: Member) -> list[OffsetRow]:

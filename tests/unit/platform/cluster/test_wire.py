@@ -46,6 +46,13 @@ def test_results_and_errors_come_back_per_call() -> None:
     assert isinstance(back[2], core.OffsetOutOfRange) and (back[2].log_start_offset, back[2].log_end_offset) == (2, 8)
 
 
+def test_a_duplicate_is_answered_with_the_partitions_of_the_first_attempt() -> None:
+    retry = _call([b"a", b"b"], [3, 3])  # unkeyed: the retry was partitioned anew
+    first = ProduceResult(np.array([1, 1], dtype=np.int32), np.array([7, 8]), np.array([5, 5]), duplicate=True)
+    back = decode_results(encode_results([first]), [retry])[0]
+    assert back.partitions.tolist() == [1, 1] and back.duplicate
+
+
 def test_an_error_of_a_kind_this_node_does_not_know_keeps_its_code_and_retriability() -> None:
     calls = [_call([b"a"], [0])]
     error = RemoteError("from a newer node", "SOME_NEW_ERROR", True)

@@ -7,7 +7,7 @@ import pyarrow as pa
 from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.platform.groups.membership import Group, JoinOptions, Member
 from lakelog.platform.groups.offsets import CommittedOffset
-from lakelog.platform.groups.positions import advance, auto_commit_rows, fetch_fairly, rotated
+from lakelog.platform.groups.positions import acknowledge, advance, auto_commit_rows, fetch_fairly, rotated
 from lakelog.platform.records import FetchResult
 from lakelog.schemas import TOPIC_SCHEMA
 
@@ -67,3 +67,28 @@ def test_auto_commit_commits_what_moved() -> None:
     off = Member("m", JoinOptions(topics=("t",), enable_auto_commit=False), None, 0.0, 0.0,
                  assignment={("t", 0)}, positions={("t", 0): 7})
     assert auto_commit_rows(group, off) == []
+
+
+def _polled(member: Member, log: FakeLog, plan_from: dict[int, int]) -> list[int]:
+    results, _ = fetch_fairly(log, [(("t", p), o) for p, o in plan_from.items()], max_records=4, max_bytes=None)
+    return [r.partition for r in advance(member, results)]
+
+
+def test_a_poll_answer_that_was_lost_is_handed_out_again() -> None:
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0), ("t", 1)})
+    log = FakeLog({0: 100, 1: 100})
+    _polled(member, log, {0: 0, 1: 0})
+    assert member.polls == 1 and member.positions == {("t", 0): 2, ("t", 1): 2}
+    acknowledge(member, 1)  # received: nothing moves
+    _polled(member, log, dict((tp[1], o) for tp, o in member.positions.items()))
+    assert member.polls == 2 and member.positions == {("t", 0): 4, ("t", 1): 4}
+    acknowledge(member, 1)  # poll 2 never arrived: its records come again
+    assert member.polls == 1 and member.positions == {("t", 0): 2, ("t", 1): 2}
+
+
+def test_without_an_acknowledgement_every_answer_counts_as_received() -> None:
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)})
+    _polled(member, FakeLog({0: 100}), {0: 0})
+    acknowledge(member, None)
+    acknowledge(member, 7)  # not the poll before the last: ignored
+    assert member.positions == {("t", 0): 4} and member.polls == 1
