@@ -38,7 +38,9 @@ resource "aws_vpc_security_group_egress_rule" "alb_to_tasks" {
 
 resource "aws_security_group" "ingest" {
   name_prefix = "${var.name}-ingest-"
-  description = "lakelog ${var.name} ingest tasks: from the load balancer and from each other; HTTPS out to AWS APIs"
+  # The description predates the node-to-node rules below; it is kept, since
+  # changing it would replace the group (and redeploy the tasks) on upgrade.
+  description = "lakelog ${var.name} ingest tasks: from the load balancer only; HTTPS out to AWS APIs"
   vpc_id      = local.vpc_id
 
   lifecycle {
