@@ -38,6 +38,8 @@ resource "aws_vpc_security_group_egress_rule" "alb_to_tasks" {
 
 resource "aws_security_group" "ingest" {
   name_prefix = "${var.name}-ingest-"
+  # The description predates the node-to-node rules below; it is kept, since
+  # changing it would replace the group (and redeploy the tasks) on upgrade.
   description = "lakelog ${var.name} ingest tasks: from the load balancer only; HTTPS out to AWS APIs"
   vpc_id      = local.vpc_id
 
@@ -53,6 +55,27 @@ resource "aws_vpc_security_group_ingress_rule" "ingest_from_alb" {
   from_port                    = local.container_port
   to_port                      = local.container_port
   referenced_security_group_id = aws_security_group.alb.id
+}
+
+# Node-to-node traffic: the tasks forward produce batches and group requests
+# to each other (paths under /internal/, authenticated with the cluster
+# secret) on the same port the load balancer uses.
+resource "aws_vpc_security_group_ingress_rule" "ingest_from_nodes" {
+  security_group_id            = aws_security_group.ingest.id
+  description                  = "From the other lakelog nodes (node-to-node requests)"
+  ip_protocol                  = "tcp"
+  from_port                    = local.container_port
+  to_port                      = local.container_port
+  referenced_security_group_id = aws_security_group.ingest.id
+}
+
+resource "aws_vpc_security_group_egress_rule" "ingest_to_nodes" {
+  security_group_id            = aws_security_group.ingest.id
+  description                  = "To the other lakelog nodes (node-to-node requests)"
+  ip_protocol                  = "tcp"
+  from_port                    = local.container_port
+  to_port                      = local.container_port
+  referenced_security_group_id = aws_security_group.ingest.id
 }
 
 resource "aws_vpc_security_group_egress_rule" "ingest_https_out" {
@@ -76,12 +99,14 @@ resource "aws_lb" "api" {
 }
 
 resource "aws_lb_target_group" "ingest" {
-  name                 = "${var.name}-ingest"
-  port                 = local.container_port
-  protocol             = "HTTP"
-  target_type          = "ip"
-  vpc_id               = local.vpc_id
-  deregistration_delay = 30
+  name        = "${var.name}-ingest"
+  port        = local.container_port
+  protocol    = "HTTP"
+  target_type = "ip"
+  vpc_id      = local.vpc_id
+  # A stopping task first leaves the load balancer: requests already sent to
+  # it (fetch long polls of up to 30 s) finish before ECS sends SIGTERM.
+  deregistration_delay = var.deregistration_delay_seconds
 
   health_check {
     path                = "/readyz"

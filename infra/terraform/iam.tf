@@ -1,5 +1,5 @@
 # Four roles, each limited to what it uses:
-#   ecs_execution  pulls the image, writes the container log, reads the API keys secret
+#   ecs_execution  pulls the image, writes the container log, reads the API keys and cluster secrets
 #   ecs_task       the lakelog server: objects under <root_prefix>/ only
 #   emr_job        the Spark jobs: objects under <root_prefix>/, read the artifacts, write job logs
 #   scheduler      EventBridge Scheduler: start job runs on this application, pass emr_job only
@@ -80,7 +80,7 @@ data "aws_iam_policy_document" "ecs_tasks_trust" {
 
 resource "aws_iam_role" "ecs_execution" {
   name_prefix        = "${var.name}-ecs-exec-"
-  description        = "lakelog ${var.name}: ECS agent pulls the image, writes logs, reads the API keys secret"
+  description        = "lakelog ${var.name}: ECS agent pulls the image, writes logs, reads the API keys and cluster secrets"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_trust.json
 }
 
@@ -106,9 +106,9 @@ data "aws_iam_policy_document" "ecs_execution" {
   }
 
   statement {
-    sid       = "ReadApiKeys"
+    sid       = "ReadSecrets"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = [local.api_keys_secret_arn]
+    resources = [local.api_keys_secret_arn, local.cluster_secret_arn]
   }
 }
 

@@ -10,7 +10,46 @@ locals {
     # server's embedded local-Spark scheduler (the image has no JVM for it).
     LAKELOG_JOBS_INTERVAL_S = "0"
     LAKELOG_LINGER_MS       = tostring(var.linger_ms)
+    # Cluster liveness: each node renews a heartbeat object under the root
+    # every interval and is out of the cluster after the session timeout.
+    LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS = tostring(var.broker_heartbeat_interval_ms)
+    LAKELOG_BROKER_SESSION_TIMEOUT_MS    = tostring(var.broker_session_timeout_ms)
   })
+
+  cluster_secret_arn = var.cluster_secret_arn != null ? var.cluster_secret_arn : aws_secretsmanager_secret.cluster[0].arn
+
+  # The container's command: `lakelog serve`, with LAKELOG_ADVERTISE (the
+  # address the other nodes forward produce batches and group requests to)
+  # set to http://<this task's private IP>:<port>. Fargate gives every
+  # container the task metadata endpoint (v4) in ECS_CONTAINER_METADATA_URI_V4;
+  # the image's python reads the task's awsvpc address from it. Without an
+  # address the task exits, and ECS starts another one, rather than advertise
+  # an address no node can reach.
+  advertise_probe = <<-EOT
+    import json, os, sys, time, urllib.request
+    base = os.environ.get("ECS_CONTAINER_METADATA_URI_V4")
+    if not base:
+        sys.exit("ECS_CONTAINER_METADATA_URI_V4 is not set: cannot find the address to advertise")
+    error = None
+    for attempt in range(30):
+        try:
+            with urllib.request.urlopen(base + "/task", timeout=2) as response:
+                task = json.load(response)
+            ip = next(a for c in task["Containers"] for n in c.get("Networks", []) for a in n.get("IPv4Addresses", []))
+            print("http://%s:${local.container_port}" % ip)
+            sys.exit(0)
+        except Exception as exc:
+            error = exc
+            time.sleep(1)
+    sys.exit("cannot read the private IP of this task from the task metadata endpoint: %r" % error)
+  EOT
+  serve_command   = <<-EOT
+    set -eu
+    LAKELOG_ADVERTISE="$(python -c '${local.advertise_probe}')"
+    export LAKELOG_ADVERTISE
+    echo "lakelog: advertising $LAKELOG_ADVERTISE to the other nodes" >&2
+    exec lakelog serve --host 0.0.0.0 --port ${local.container_port}
+  EOT
 }
 
 resource "aws_ecr_repository" "lakelog" {
@@ -63,6 +102,34 @@ resource "aws_secretsmanager_secret" "api_keys" {
   recovery_window_in_days = var.secret_recovery_window_days
 }
 
+# The cluster secret authenticates node-to-node requests (forwarded produce
+# batches and group requests under /internal/). Secrets Manager generates the
+# value; Terraform only passes it through as an ephemeral value into a
+# write-only attribute, so it appears in no plan, state or output. Every task
+# reads it at start (LAKELOG_CLUSTER_SECRET).
+ephemeral "aws_secretsmanager_random_password" "cluster" {
+  count = var.cluster_secret_arn == null ? 1 : 0
+
+  password_length     = 48
+  exclude_punctuation = true
+}
+
+resource "aws_secretsmanager_secret" "cluster" {
+  count = var.cluster_secret_arn == null ? 1 : 0
+
+  name_prefix             = "${var.name}/cluster-secret-"
+  description             = "lakelog ${var.name} cluster secret: authenticates requests between the ingest tasks. Injected into the ingest tier as LAKELOG_CLUSTER_SECRET."
+  recovery_window_in_days = var.secret_recovery_window_days
+}
+
+resource "aws_secretsmanager_secret_version" "cluster" {
+  count = var.cluster_secret_arn == null ? 1 : 0
+
+  secret_id                = aws_secretsmanager_secret.cluster[0].id
+  secret_string_wo         = ephemeral.aws_secretsmanager_random_password.cluster[0].random_password
+  secret_string_wo_version = 1
+}
+
 resource "aws_ecs_cluster" "this" {
   name = var.name
 
@@ -96,8 +163,11 @@ resource "aws_ecs_task_definition" "ingest" {
       name      = local.container_name
       image     = local.image
       essential = true
-      # The image's entrypoint is `lakelog`; the root comes from LAKELOG_ROOT.
-      command = ["serve", "--host", "0.0.0.0", "--port", tostring(local.container_port)]
+      # `lakelog serve` (the image's entrypoint is `lakelog`), started by a
+      # shell that first sets LAKELOG_ADVERTISE (see local.serve_command).
+      # The root comes from LAKELOG_ROOT.
+      entryPoint = ["/bin/sh", "-c"]
+      command    = [local.serve_command]
 
       portMappings = [
         { containerPort = local.container_port, protocol = "tcp", name = "http" },
@@ -107,6 +177,7 @@ resource "aws_ecs_task_definition" "ingest" {
 
       secrets = [
         { name = "LAKELOG_API_KEYS_JSON", valueFrom = local.api_keys_secret_arn },
+        { name = "LAKELOG_CLUSTER_SECRET", valueFrom = local.cluster_secret_arn },
       ]
 
       readonlyRootFilesystem = var.readonly_root_filesystem
@@ -123,8 +194,11 @@ resource "aws_ecs_task_definition" "ingest" {
         startPeriod = 60
       }
 
-      # Time for in-flight flushes to commit after SIGTERM.
-      stopTimeout = 60
+      # Time to drain after SIGTERM: the node marks itself draining, finishes
+      # its in-flight flushes and forwarded requests and hands its topics and
+      # groups over. ECS sends SIGTERM only after the load balancer's
+      # deregistration delay, so no new client request reaches it by then.
+      stopTimeout = var.stop_timeout_seconds
       linuxParameters = {
         initProcessEnabled = true
       }
@@ -151,11 +225,13 @@ resource "aws_ecs_service" "ingest" {
   launch_type     = "FARGATE"
   desired_count   = var.desired_count
 
-  # Never run two tasks side by side, not even during a deployment: the old
-  # task stops before the new one starts (see desired_count). A deployment
-  # therefore has a short outage; clients retry the 503s.
-  deployment_minimum_healthy_percent = 0
-  deployment_maximum_percent         = 100
+  # Rolling deployments with no downtime: the new tasks start and join the
+  # cluster (up to twice desired_count in all) and pass the /readyz check
+  # before any old task stops; an old task then leaves the load balancer
+  # (deregistration delay) and drains (stopTimeout), handing its topics and
+  # groups over to the nodes that remain.
+  deployment_minimum_healthy_percent = 100
+  deployment_maximum_percent         = 200
 
   health_check_grace_period_seconds = 60
   enable_ecs_managed_tags           = true
@@ -179,11 +255,14 @@ resource "aws_ecs_service" "ingest" {
     container_port   = local.container_port
   }
 
-  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_iam_role_policy.ecs_execution, aws_iam_role_policy.ecs_task]
+  # The cluster secret must have its value before a task reads it.
+  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_iam_role_policy.ecs_execution, aws_iam_role_policy.ecs_task, aws_secretsmanager_secret_version.cluster]
 }
 
-# CPU target tracking. Its bounds follow desired_count / max_task_count, which
-# are limited to one task until the ingest tier coordinates across nodes.
+# CPU target tracking between desired_count and max_task_count tasks. A new
+# task joins the cluster with its first heartbeat and takes its share of the
+# topics and groups (rendezvous hashing over the live nodes); a task removed
+# by scale-in drains and hands its share over before it exits.
 resource "aws_appautoscaling_target" "ingest" {
   service_namespace  = "ecs"
   resource_id        = "service/${aws_ecs_cluster.this.name}/${aws_ecs_service.ingest.name}"

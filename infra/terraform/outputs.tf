@@ -48,6 +48,11 @@ output "api_keys_secret_arn" {
   value       = local.api_keys_secret_arn
 }
 
+output "cluster_secret_arn" {
+  description = "Secrets Manager secret holding the cluster secret that authenticates node-to-node requests (its ARN, not its value)."
+  value       = local.cluster_secret_arn
+}
+
 output "ecs_cluster_name" {
   description = "ECS cluster of the ingest tier."
   value       = aws_ecs_cluster.this.name

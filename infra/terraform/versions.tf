@@ -1,6 +1,8 @@
 terraform {
-  # 1.9+ for validations that refer to other variables.
-  required_version = ">= 1.9.0"
+  # 1.9+ for validations that refer to other variables; 1.11+ for the
+  # ephemeral random password written to the cluster secret as a write-only
+  # attribute (never in a plan or the state).
+  required_version = ">= 1.11.0"
 
   required_providers {
     aws = {

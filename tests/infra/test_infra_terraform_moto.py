@@ -197,14 +197,14 @@ def test_spark_job_role_reads_artifacts_and_writes_only_the_root_and_logs(stack)
 # --------------------------------------------------------------- ingest tier
 
 
-def test_ecs_service_runs_one_private_task_behind_the_load_balancer(stack):
+def test_ecs_service_runs_private_tasks_behind_the_load_balancer(stack):
     ecs = stack.client("ecs")
     service = ecs.describe_services(cluster=stack.outputs["ecs_cluster_name"], services=[stack.outputs["ecs_service_name"]])["services"][0]
     assert service["status"] == "ACTIVE"
-    assert service["desiredCount"] == 1
+    assert service["desiredCount"] == 2
     assert service["launchType"] == "FARGATE"
-    # (moto does not keep the deployment configuration: the 0 % / 100 % bounds
-    # that keep deployments to one task are checked in the plan test.)
+    # (moto does not keep the deployment configuration: the 100 % / 200 %
+    # bounds of rolling deployments are checked in the plan test.)
     vpc = service["networkConfiguration"]["awsvpcConfiguration"]
     assert vpc["assignPublicIp"] == "DISABLED"
 
@@ -223,6 +223,8 @@ def test_ecs_service_runs_one_private_task_behind_the_load_balancer(stack):
     assert tg["HealthCheckPath"] == "/readyz"
     assert tg["TargetType"] == "ip" and tg["Port"] == 8080
     assert tg["HealthCheckProtocol"] == "HTTP"
+    attributes = {a["Key"]: a["Value"] for a in elbv2.describe_target_group_attributes(TargetGroupArn=tg["TargetGroupArn"])["Attributes"]}
+    assert attributes["deregistration_delay.timeout_seconds"] == "35"
 
 
 def test_load_balancer_serves_https_and_redirects_http(stack):
@@ -257,20 +259,32 @@ def test_only_the_load_balancer_is_reachable_from_outside(stack):
 
     service = stack.client("ecs").describe_services(cluster=stack.outputs["ecs_cluster_name"], services=[stack.outputs["ecs_service_name"]])["services"][0]
     (task_sg,) = service["networkConfiguration"]["awsvpcConfiguration"]["securityGroups"]
-    (ingress,) = by_id[task_sg]["IpPermissions"]
-    assert ingress["FromPort"] == ingress["ToPort"] == 8080
-    assert ingress["IpRanges"] == []
-    (source,) = ingress["UserIdGroupPairs"]
-    assert by_id[source["GroupId"]]["GroupName"].startswith(f"{NAME}-alb-")
+    # The tasks take the service port from the load balancer and from each
+    # other (node-to-node requests), from nothing else.
+    ingress = by_id[task_sg]["IpPermissions"]
+    assert {(p["IpProtocol"], p["FromPort"], p["ToPort"]) for p in ingress} == {("tcp", 8080, 8080)}
+    assert all(p["IpRanges"] == [] and p.get("Ipv6Ranges", []) == [] for p in ingress)
+    sources = {pair["GroupId"] for p in ingress for pair in p["UserIdGroupPairs"]}
+    (alb_sg,) = sources - {task_sg}
+    assert by_id[alb_sg]["GroupName"].startswith(f"{NAME}-alb-")
+    assert task_sg in sources, "node-to-node: the task security group lets its own members in"
+    egress_to_nodes = [p for p in by_id[task_sg]["IpPermissionsEgress"] if any(pair["GroupId"] == task_sg for pair in p["UserIdGroupPairs"])]
+    assert [(p["FromPort"], p["ToPort"]) for p in egress_to_nodes] == [(8080, 8080)]
 
 
-def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secret_keys(stack):
+def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secrets(stack):
     td = _task_definition(stack)
     assert td["requiresCompatibilities"] == ["FARGATE"] and td["networkMode"] == "awsvpc"
     (container,) = td["containerDefinitions"]
     assert container["image"] == f"{stack.outputs['ecr_repository_url']}:0.1.0"
     root = f"s3://{stack.outputs['bucket']}/{ROOT_PREFIX}"
-    assert container["command"] == ["serve", "--host", "0.0.0.0", "--port", "8080"]
+    # `lakelog serve` through a shell that first sets LAKELOG_ADVERTISE from
+    # the task metadata endpoint (run in the plan test).
+    assert container["entryPoint"] == ["/bin/sh", "-c"]
+    (script,) = container["command"]
+    assert "ECS_CONTAINER_METADATA_URI_V4" in script and "export LAKELOG_ADVERTISE" in script
+    assert script.rstrip().endswith("exec lakelog serve --host 0.0.0.0 --port 8080")
+    assert container["stopTimeout"] == 60
     assert container["portMappings"][0]["containerPort"] == 8080
 
     env = {e["name"]: e["value"] for e in container["environment"]}
@@ -279,8 +293,14 @@ def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secret_keys(
     assert env["LAKELOG_STORAGE__AWS_REGION"] == "us-east-1"
     assert env["LAKELOG_JOBS_INTERVAL_S"] == "0", "maintenance runs on EMR Serverless, not in the server"
     assert env["LAKELOG_LINGER_MS"] == "200"
+    assert env["LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS"] == "2000"
+    assert env["LAKELOG_BROKER_SESSION_TIMEOUT_MS"] == "9000"
     assert not any("KEY" in name and "API" in name for name in env), "API keys come from Secrets Manager only"
-    assert container["secrets"] == [{"name": "LAKELOG_API_KEYS_JSON", "valueFrom": stack.outputs["api_keys_secret_arn"]}]
+    assert not any("SECRET" in name for name in env), "the cluster secret comes from Secrets Manager only"
+    assert container["secrets"] == [
+        {"name": "LAKELOG_API_KEYS_JSON", "valueFrom": stack.outputs["api_keys_secret_arn"]},
+        {"name": "LAKELOG_CLUSTER_SECRET", "valueFrom": stack.outputs["cluster_secret_arn"]},
+    ]
 
     logs = container["logConfiguration"]
     assert logs["logDriver"] == "awslogs"
@@ -290,6 +310,17 @@ def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secret_keys(
     assert container["readonlyRootFilesystem"] is True
 
 
+def _state_secret_strings(stack: Stack) -> list:
+    state = json.loads((stack.workdir / "terraform.tfstate").read_text())
+    return [
+        instance["attributes"].get(attribute)
+        for resource in state["resources"]
+        if resource["type"] == "aws_secretsmanager_secret_version"
+        for instance in resource["instances"]
+        for attribute in ("secret_string", "secret_string_wo", "secret_binary")
+    ]
+
+
 def test_api_keys_secret_exists_without_a_value_in_terraform(stack):
     sm = stack.client("secretsmanager")
     arn = stack.outputs["api_keys_secret_arn"]
@@ -297,8 +328,42 @@ def test_api_keys_secret_exists_without_a_value_in_terraform(stack):
     with pytest.raises(ClientError) as excinfo:
         sm.get_secret_value(SecretId=arn)
     assert excinfo.value.response["Error"]["Code"] == "ResourceNotFoundException", "the value is put by the user, not by Terraform"
+    state = json.loads((stack.workdir / "terraform.tfstate").read_text())
+    versions = {
+        instance["attributes"]["secret_id"]
+        for resource in state["resources"]
+        if resource["type"] == "aws_secretsmanager_secret_version"
+        for instance in resource["instances"]
+    }
+    assert arn not in versions, "Terraform never writes a value into the API keys secret"
+
+
+def test_cluster_secret_has_a_generated_value_that_terraform_never_holds(stack):
+    sm = stack.client("secretsmanager")
+    arn = stack.outputs["cluster_secret_arn"]
+    assert arn != stack.outputs["api_keys_secret_arn"]
+    assert sm.describe_secret(SecretId=arn)["ARN"] == arn
+    value = sm.get_secret_value(SecretId=arn)["SecretString"]
+    # Generated by Secrets Manager (GetRandomPassword): 48 letters and digits.
+    assert len(value) == 48 and value.isalnum(), "a generated secret, no punctuation to quote"
+    # Written through a write-only attribute: neither the state nor an output has it.
     state = (stack.workdir / "terraform.tfstate").read_text()
-    assert "secret_string" not in state
+    assert value not in state
+    assert _state_secret_strings(stack) and all(v in (None, "") for v in _state_secret_strings(stack))
+    raw = stack.terraform.run(["output", "-json", "-no-color"], stack.workdir).stdout
+    assert value not in raw
+    # Only the tasks' execution role may read it (with the API keys).
+    task_def = _task_definition(stack)
+    (policy,) = _inline_policies(stack.client("iam"), _role_name(task_def["executionRoleArn"]))
+    readers = [s for s in _statements(policy) if "secretsmanager:GetSecretValue" in _as_list(s["Action"])]
+    assert [set(_as_list(s["Resource"])) for s in readers] == [{stack.outputs["api_keys_secret_arn"], arn}]
+    task_role = _role_name(task_def["taskRoleArn"])
+    (task_policy,) = _inline_policies(stack.client("iam"), task_role)
+    assert not any(a.startswith("secretsmanager:") for s in _statements(task_policy) for a in _as_list(s["Action"]))
+    # The value is written once: planning again (which draws a new random
+    # password) leaves the secret's version alone.
+    plan = stack.terraform.run(["plan", "-input=false", "-lock=false", "-no-color", *stack.args], stack.workdir)
+    assert "# aws_secretsmanager_secret_version.cluster" not in plan.stdout, plan.stdout[-4000:]
 
 
 def test_ecr_repository_scans_and_keeps_tags_immutable(stack):
@@ -309,11 +374,11 @@ def test_ecr_repository_scans_and_keeps_tags_immutable(stack):
     assert repo["imageTagMutability"] == "IMMUTABLE"
 
 
-def test_cpu_autoscaling_bounds_follow_the_single_task_limit(stack):
+def test_cpu_autoscaling_scales_between_desired_and_max_task_count(stack):
     aas = stack.client("application-autoscaling")
     resource_id = f"service/{stack.outputs['ecs_cluster_name']}/{stack.outputs['ecs_service_name']}"
     (target,) = aas.describe_scalable_targets(ServiceNamespace="ecs", ResourceIds=[resource_id])["ScalableTargets"]
-    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 1)
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (2, 6)
     (policy,) = aas.describe_scaling_policies(ServiceNamespace="ecs", ResourceId=resource_id)["ScalingPolicies"]
     config = policy["TargetTrackingScalingPolicyConfiguration"]
     assert config["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ECSServiceAverageCPUUtilization"
@@ -383,6 +448,7 @@ def test_outputs_hold_no_secret(stack):
     raw = json.loads(stack.terraform.run(["output", "-json", "-no-color"], stack.workdir).stdout)
     assert not any(v["sensitive"] for v in raw.values())
     assert stack.outputs["api_keys_secret_arn"].startswith("arn:aws:secretsmanager:")
+    assert stack.outputs["cluster_secret_arn"].startswith("arn:aws:secretsmanager:")
 
 
 # ------------------------------------------------------------------ destroy
