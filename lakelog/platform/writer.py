@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import LakelogError, ProducerStateChanged
+from lakelog.platform.errors import InvalidProducerEpoch, LakelogError, OutOfOrderSequence, ProducerStateChanged
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager
@@ -33,6 +33,7 @@ from lakelog.platform.records import (
     stamp,
     validate_records,
 )
+from lakelog.platform.storage import STORAGE_ERRORS
 from lakelog.platform.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,7 @@ class TopicWriter:
         """Drop expired calls, answer retried idempotent batches, fence stale producers."""
         accepted: list[PendingProduce] = []
         in_flush: dict[int, tuple[int, int]] = {}
+        refreshed = False
         now = time.monotonic()
         for pending in batch:
             if pending.future.done():
@@ -172,7 +174,16 @@ class TopicWriter:
                 continue
             count = pending.rows
             try:
-                original = self.producers.check(producer, count, in_flush)
+                try:
+                    original = self.producers.check(producer, count, in_flush)
+                except (OutOfOrderSequence, InvalidProducerEpoch):
+                    if refreshed:
+                        raise
+                    # This node's view of the producer may be behind the log: another node may have written
+                    # its later batches. Judged again on the current log before the producer is refused.
+                    refreshed = True
+                    self._catch_up_producers()
+                    original = self.producers.check(producer, count, in_flush)
             except LakelogError as exc:
                 fail(pending.future, exc)
                 continue
@@ -182,6 +193,14 @@ class TopicWriter:
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)
         return accepted
+
+
+    def _catch_up_producers(self) -> None:
+        try:
+            self.log.refresh()
+        except STORAGE_ERRORS:
+            log.warning("log of %s not refreshed; producer state judged on what this node knows", self.log.name)
+        self.producers.forget_changed(self.log.take_changed_producers())
 
 
 def checked(calls: list[PendingProduce]) -> list[PendingProduce]:

@@ -74,8 +74,9 @@ class RoundRobin:
 
 
 class Load:
-    def __init__(self, nodes: list[Node]) -> None:
+    def __init__(self, nodes: list[Node], pause_s: float) -> None:
         self.nodes = nodes
+        self.pause_s = pause_s  # between a producer's requests: the loopback S3 endpoint serves one at a time
         self.acked: dict[str, tuple[str, int, int]] = {}  # value -> (topic, partition, offset)
         self.sent_unacked: set[str] = set()
         self.idempotent_retries = 0
@@ -124,6 +125,7 @@ class Load:
             else:
                 self.sent_unacked.update(values)
                 time.sleep(0.05)
+            time.sleep(self.pause_s)
         rr.close()
 
     def idempotent(self) -> None:
@@ -146,6 +148,7 @@ class Load:
                 assert attempt < 200, "an idempotent batch never landed"
                 time.sleep(0.1)
             sequence += len(values)
+            time.sleep(self.pause_s)
         rr.close()
 
     def idempotency_keys(self) -> None:
@@ -164,6 +167,7 @@ class Load:
                 assert attempt < 200, "an Idempotency-Key request never landed"
                 time.sleep(0.1)
             self._ack("clicks", values, response)
+            time.sleep(self.pause_s)
             for _ in range(20):
                 again = rr.request("POST", "/v1/topics/clicks/records", **kwargs)
                 if again is not None and again.status_code == 200:
@@ -232,7 +236,7 @@ def settled(nodes: list[Node]) -> dict[str, Any] | None:
     return views[0]
 
 
-def run_chaos(root: str, env: dict[str, str], step: int) -> None:
+def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -> None:
     """`step`: how many more acknowledged records each phase waits for (fewer on the slower S3 endpoint)."""
     nodes = [Node(root, f"n{i}", env) for i in range(3)]
     for node in nodes:
@@ -243,7 +247,7 @@ def run_chaos(root: str, env: dict[str, str], step: int) -> None:
             for topic, partitions in TOPICS.items():
                 assert admin.post("/v1/topics", json={"name": topic, "partitions": partitions}).status_code == 201
         wait_until(lambda: settled(nodes) is not None, 20, "three nodes to see each other")
-        load = Load(nodes)
+        load = Load(nodes, pause_s)
         load.start()
         wait_until(lambda: len(load.acked) > step and len(load.consumed) > step // 5, 90,
                    lambda: f"the load to get going ({len(load.acked)} acknowledged, {len(load.consumed)} consumed, "
@@ -329,4 +333,4 @@ def test_three_nodes_on_a_local_root_through_a_kill_and_a_pause(tmp_path: Any) -
 
 @pytest.mark.s3
 def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str) -> None:
-    run_chaos("s3://lakelog-cluster/root", s3_env(moto_endpoint), 300)
+    run_chaos("s3://lakelog-cluster/root", s3_env(moto_endpoint), 200, pause_s=0.3)

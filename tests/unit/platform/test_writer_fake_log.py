@@ -12,6 +12,7 @@ import pytest
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import (
     InvalidTimestamp,
+    OutOfOrderSequence,
     ProducerStateChanged,
     RecordTooLarge,
     RequestTimedOut,
@@ -216,5 +217,46 @@ def test_a_batch_another_writer_committed_meanwhile_is_answered_from_the_log_not
         assert other.result(5).offsets.tolist() == [0] and plain.result(5).offsets.tolist() == [1]
         assert fake.attempts == [frozenset({8, 9}), frozenset({8})]  # checked again, then without the retry
         assert [t.num_rows for t in fake.appends] == [2]
+    finally:
+        w.close()
+
+
+class BehindLog(FakeLog):
+    """Another writer has committed producer 9's sequences 0..4; this node learns it only on refresh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refreshes = 0
+        self.history = pa.table({"partition": pa.array([], pa.int32()), "offset": pa.array([], pa.int64()),
+                                 "timestamp": pa.array([], pa.timestamp("ms")),
+                                 "producer_epoch": pa.array([], pa.int16()), "sequence": pa.array([], pa.int32())})
+
+    def refresh(self) -> bool:
+        self.refreshes += 1
+        self.history = pa.table({"partition": pa.array([0] * 5, pa.int32()), "offset": pa.array(range(5), pa.int64()),
+                                 "timestamp": pa.array([5] * 5, pa.timestamp("ms")),
+                                 "producer_epoch": pa.array([0] * 5, pa.int16()),
+                                 "sequence": pa.array(range(5), pa.int32())})
+        self.ends[0] = 5
+        return True
+
+    def take_changed_producers(self) -> set[int] | None:
+        return {9} if self.refreshes else set()
+
+    def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        return self.history if producer_id == 9 else self.history.slice(0, 0)
+
+
+def test_a_sequence_gap_seen_on_a_stale_view_is_judged_again_on_the_refreshed_log() -> None:
+    fake = BehindLog()
+    w = TopicWriter(fake, linger_ms=30, batch_bytes=1 << 30, producers=ProducerStateManager(fake.producer_history))
+    try:
+        assert w.submit(pending(b"a", producer=ProducerBatch(9, 0, 0))).result(5).duplicate is False
+        # this node's state now expects sequence 1; the log (another node) holds up to 4
+        result = w.submit(pending(b"f", producer=ProducerBatch(9, 0, 5))).result(5)
+        assert fake.refreshes == 1 and result.offsets.tolist() == [5]
+        with pytest.raises(OutOfOrderSequence):  # a real gap stays a gap, after one more look
+            w.submit(pending(b"h", producer=ProducerBatch(9, 0, 9))).result(5)
+        assert fake.refreshes == 2
     finally:
         w.close()
