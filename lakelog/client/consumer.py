@@ -483,6 +483,8 @@ class Consumer:
                 self._revoke_told -= told
             self._wake.set()  # the heartbeat thread tells the server they are given up
         if plan.assign is not None:
+            for tp in plan.target - self._assignment:  # a position from an earlier ownership is stale
+                self._positions.pop(tp, None)
             self._assignment = set(plan.target)
             self._callback("assign", plan.assign)
 
@@ -524,6 +526,8 @@ class Consumer:
         lost = set(self._assignment)
         self._give_up(lost, commit=False)
         self._buffer.clear()
+        self._positions.clear()  # of partitions handed out but not (yet) assigned too: a commit must not use them
+        self._skip.clear()
         if lost:
             self._callback("lost" if self._callbacks.get("lost") else "revoke", lost)
         with self._lock:

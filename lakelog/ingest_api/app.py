@@ -22,7 +22,7 @@ from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, topics
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
-from lakelog.platform.cluster import Membership, Node
+from lakelog.platform.cluster import Membership, Node, View
 from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.membership import node_id_of
 from lakelog.platform.cluster.ownership import group_key
@@ -77,9 +77,16 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     node = Node(settings.node_id or node_id_of(address), address)
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
                             settings.broker_session_timeout_ms)
-    membership.on_change(lambda _, view: coordinator.reassign(
-        lambda group_id: view.is_local(view.owner(group_key(group_id)))))
+    joined = threading.Event()  # before the first round this node coordinates nothing
+
+    def groups_moved(old: View, new: View) -> None:
+        coordinated = (lambda g: False) if not joined.is_set() else (lambda g: old.is_local(old.owner(group_key(g))))
+        coordinator.reassign(coordinated, lambda g: new.is_local(new.owner(group_key(g))),
+                             settle_s=2 * settings.broker_heartbeat_interval_ms / 1000)
+
+    membership.on_change(groups_moved)
     membership.start()
+    joined.set()
     broker.join_cluster(membership, NodeClient(settings.cluster_secret))
 
 
@@ -134,6 +141,16 @@ class Startup:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def hand_over(services: Services) -> None:
+    """The first step of a graceful stop in a cluster: group requests are refused (retriable), the offsets
+    this node acknowledged are durable, and the node leaves, so that the next coordinator of each of its
+    groups loads them all. Its topics need nothing: every commit is in the log already."""
+    services.handing_over = True
+    services.coordinator.store.flush()
+    if services.broker.cluster is not None:
+        services.broker.cluster.leave()
 
 
 def stop_services(services: Services) -> None:

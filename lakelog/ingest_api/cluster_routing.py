@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakelog.ingest_api import errors
-from lakelog.platform.cluster.errors import NodeUnavailable
+from lakelog.platform.cluster.errors import NodeUnavailable, NotCoordinator
 from lakelog.platform.cluster.forwarding import FORWARDED_HEADER, SECRET_HEADER
 from lakelog.platform.cluster.ownership import group_key
 from lakelog.platform.errors import LakelogError
@@ -50,17 +50,26 @@ class GroupRouting:
         match = GROUP_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
         services = getattr(scope["app"].state, "services", None) if match else None
         cluster = services.broker.cluster if services is not None else None
-        if cluster is None or self._relayed(scope, services):
+        if cluster is None:
             await self.app(scope, receive, send)
             return
+        group = match.group(1)  # type: ignore[union-attr]
         request = Request(scope, receive)
         body = await request.body()
         try:
+            if services.handing_over:
+                raise NotCoordinator(f"this node is handing group {group!r} over to another: ask again")
+            if self._relayed(scope, services):  # answered here, or refused: never relayed on
+                view = cluster.view()
+                if not view.is_local(view.owner(group_key(group))):
+                    raise NotCoordinator(f"this node does not coordinate group {group!r} yet: ask again")
+                await self._serve_here(scope, send, body, services, group)
+                return
             for _ in range(2):  # a refused connection never reached the coordinator: ask the next one
                 view = cluster.view()
-                owner = view.owner(group_key(match.group(1)))  # type: ignore[union-attr]
+                owner = view.owner(group_key(group))
                 if view.is_local(owner):
-                    await self.app(scope, _replay(body), send)
+                    await self._serve_here(scope, send, body, services, group)
                     return
                 try:
                     response = await self._relay(request, body, owner.address, services.settings.cluster_secret)
@@ -68,10 +77,15 @@ class GroupRouting:
                 except httpx.ConnectError:
                     cluster.suspect(owner.node_id)
             else:
-                raise NodeUnavailable(f"the coordinator of group {match.group(1)!r} is unreachable")  # type: ignore
+                raise NodeUnavailable(f"the coordinator of group {group!r} is unreachable")
         except LakelogError as exc:
             response, _ = errors.response_for(exc)
         await response(scope, receive, send)
+
+    async def _serve_here(self, scope: Scope, send: Send, body: bytes, services: Any, group: str) -> None:
+        if services.coordinator.taking_over(group):
+            raise NotCoordinator(f"this node is taking group {group!r} over from another: ask again")
+        await self.app(scope, _replay(body), send)
 
     @staticmethod
     def _relayed(scope: Scope, services: Any) -> bool:

@@ -28,6 +28,7 @@ class Services:
     inflight_bytes: int = 0
     open_topics: set[str] = field(default_factory=set)
     closing: bool = False
+    handing_over: bool = False  # shutting down in a cluster: groups are being handed to other nodes
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reserve(self, size: int) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 
+import anyio.to_thread
 import uvicorn
 
-from lakelog.ingest_api.app import create_app
+from lakelog.ingest_api.app import create_app, hand_over
 from lakelog.observability import startup_log
 from lakelog.settings import Settings
 
@@ -63,6 +65,15 @@ class Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             startup_log.info(start_line(self.settings, self.urls()))
+
+    async def shutdown(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+        """Hand this node's groups over while still listening, and give the other nodes one heartbeat to
+        notice before the listeners close: clients meet retriable answers, not refused connections."""
+        services = getattr(self.config.app.state, "services", None)
+        if services is not None and services.broker.cluster is not None:
+            await anyio.to_thread.run_sync(hand_over, services)
+            await asyncio.sleep(services.settings.broker_heartbeat_interval_ms / 1000)
+        await super().shutdown(sockets)
 
     def urls(self) -> list[str]:
         bound = [sock.getsockname() for server in self.servers for sock in (server.sockets or ())]

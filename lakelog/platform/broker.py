@@ -399,9 +399,13 @@ class Broker:
         return opened.log.offset_for(partition, spec)
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
-        """Raise OffsetOutOfRange when `offset` is outside [log start, log end]."""
+        """Raise OffsetOutOfRange when `offset` is outside [log start, log end], as the log is now: what
+        this node knew is looked at again first (another node may have written past it)."""
         opened = self._open(topic)
         start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
+        if not start <= offset <= end:
+            opened.log.refresh()
+            start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
         if not start <= offset <= end:
             raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
                                    start, end)

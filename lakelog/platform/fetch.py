@@ -39,9 +39,10 @@ class Fetcher:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         topic_log = self.replica_log(opened, site)
         while True:
-            if (led_elsewhere or offset >= topic_log.log_end_offset(partition)
-                    or offset < topic_log.log_start_offset(partition)):
-                topic_log.maybe_refresh(self.interval_s)  # another writer, or retention, may have moved the log
+            if offset > topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
+                topic_log.refresh()  # out of range as far as this node knows: another writer, or retention, moved it
+            elif led_elsewhere or offset == topic_log.log_end_offset(partition):
+                topic_log.maybe_refresh(self.interval_s)
             high_watermark = self.high_watermark(opened, topic_log, partition)
             if high_watermark <= offset <= topic_log.log_end_offset(partition):
                 table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet

@@ -19,6 +19,13 @@ class NodeUnavailable(LakelogError):
     retriable = True
 
 
+class NotCoordinator(LakelogError):
+    """This node does not coordinate the group (any more, or not yet in its view): ask again."""
+
+    code = "NOT_COORDINATOR"
+    retriable = True
+
+
 class ClusterAuthFailed(LakelogError):
     """A node-to-node request without the right cluster secret."""
 

@@ -104,7 +104,8 @@ class Membership:
         return self.storage.uri(CLUSTER_NODES)
 
     def on_change(self, listener: Listener) -> None:
-        """`listener(old, new)` runs on the heartbeat thread after a round that changed the live nodes."""
+        """`listener(old, new)` runs when a round (or a suspicion) changes the live nodes, before the new
+        view is published; it must not call back into the membership."""
         self._listeners.append(listener)
 
     def start(self) -> None:
@@ -142,9 +143,7 @@ class Membership:
             self._live = nodes
             self._renewed_at = self._clock()
             self.rounds += 1
-            old, new = self._publish()
-        self._notify(old, new)
-        return new
+            return self._publish()
 
     def suspect(self, node_id: str) -> None:
         """A connection to `node_id` was refused: its process is gone (killed, restarting). It owns
@@ -156,27 +155,25 @@ class Membership:
             if node_id in self._suspects or node_id not in self._modified:
                 return
             self._suspects[node_id] = self._modified[node_id]
-            old, new = self._publish()
-        log.info("node %s unreachable: out of this node's view until it renews", node_id)
-        self._notify(old, new)
+            log.info("node %s unreachable: out of this node's view until it renews", node_id)
+            self._publish()
 
-    def _publish(self) -> tuple[View, View]:
-        """The view from the live nodes and the suspects (under the round lock)."""
+    def _publish(self) -> View:
+        """The view from the live nodes and the suspects (under the round lock). Listeners run before it
+        is published: a group this node takes over has its offsets loaded before a request finds it here."""
         old = self._view
         nodes = tuple(n for n in self._live if n.node_id not in self._suspects)
-        if nodes != old.nodes:
-            self._view = View(self.local, nodes)
-        return old, self._view
-
-    def _notify(self, old: View, new: View) -> None:
-        if old.nodes == new.nodes:
-            return
+        if nodes == old.nodes:
+            return old
+        new = View(self.local, nodes)
         log.info("cluster nodes: %s", ", ".join(n.node_id for n in new.nodes))
         for listener in self._listeners:
             try:
                 listener(old, new)
             except Exception:
                 log.exception("cluster listener failed")
+        self._view = new
+        return new
 
     def leave(self) -> None:
         """Drain: stop renewing and delete our object, so that the others take our work at their next round."""

@@ -92,6 +92,7 @@ class GroupCoordinator:
         for group_id, offsets in self.store.load().items():
             self.membership.groups[group_id] = Group(group_id, committed=offsets)
         self._stop = threading.Event()
+        self._taking_over: set[str] = set()
         self._reaper = threading.Thread(target=self._reap_loop, name="group-reaper", daemon=True)
         self._reaper.start()
 
@@ -334,22 +335,44 @@ class GroupCoordinator:
 
     # ---- cluster ------------------------------------------------------------------
 
-    def reassign(self, coordinates: Callable[[str], bool]) -> None:
-        """The cluster moved groups between nodes: forget the groups another node coordinates now (their
-        members rejoin there) and take the committed offsets of the ones this node coordinates from the
-        table, the previous coordinator's last (durable) commits included, so that none regresses."""
+    def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
+                 settle_s: float) -> None:
+        """The cluster moved groups between nodes (`coordinated`: this node's before, `coordinates`: now).
+
+        Groups another node coordinates now are forgotten here (their members rejoin there). A group this
+        node takes over is served only after `settle_s`, time for the previous coordinator to see the same
+        change and stop taking commits; then its committed offsets are read from the table, the previous
+        coordinator's last commits included, so that none regresses. Until then its requests are refused
+        with a retriable NOT_COORDINATOR (`taking_over`)."""
         stored = self.store.load()
         with self._lock:
             for group_id in [g for g in self.membership.groups if not coordinates(g)]:
                 del self.membership.groups[group_id]
-            for group_id, offsets in stored.items():
-                if not coordinates(group_id):
-                    continue
-                group = self.membership.groups.setdefault(group_id, Group(group_id))
-                for tp, offset in offsets.items():
-                    held = group.committed.get(tp)
-                    if held is None or offset.committed_ms > held.committed_ms:
-                        group.committed[tp] = offset
+            taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
+            for group_id in taken:
+                self.membership.groups.pop(group_id, None)  # what this node knew of it is stale
+            self._taking_over.update(taken)
+        if taken:
+            timer = threading.Timer(settle_s, self._adopt, args=(taken, coordinates))
+            timer.daemon = True
+            timer.start()
+
+    def _adopt(self, groups: set[str], coordinates: Callable[[str], bool]) -> None:
+        try:
+            stored = self.store.load()
+        except Exception:
+            log.exception("offsets of groups taken over not loaded; retrying")
+            threading.Timer(1.0, self._adopt, args=(groups, coordinates)).start()
+            return
+        with self._lock:
+            for group_id in groups:
+                if coordinates(group_id) and group_id in stored:
+                    self.membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
+            self._taking_over -= groups
+
+    def taking_over(self, group_id: str) -> bool:
+        """Whether this node is still waiting to serve a group it takes over (see `reassign`)."""
+        return group_id in self._taking_over
 
     # ---- description ------------------------------------------------------------
 
