@@ -220,7 +220,7 @@ class TopicLog:
         with self._lock:
             end = self._leo.get(partition)
             if end is None:
-                end = self._leo[partition] = self._dt.transaction_version(partition_app_id(partition)) or 0
+                end = self._leo[partition] = self._transaction_version(partition_app_id(partition)) or 0
             return end
 
     def app_version(self, app_id: str) -> int:
@@ -228,8 +228,22 @@ class TopicLog:
         with self._lock:
             version = self._apps.get(app_id)
             if version is None:
-                version = self._dt.transaction_version(app_id)
+                version = self._transaction_version(app_id)
         return -1 if version is None else version
+
+    def _transaction_version(self, app_id: str) -> int | None:
+        """From the snapshot, which reads commit files lazily: if another node's log cleanup removed them
+        since it was loaded, it is loaded again from the latest checkpoint (and the index with it)."""
+        try:
+            return self._dt.transaction_version(app_id)
+        except DeltaError as exc:
+            if "not found" not in str(exc).lower():
+                raise
+        log.info("commit files under the snapshot of %s were cleaned up: reloading it", self.name)
+        self._dt = DeltaTable(self.uri, storage_options=self.storage.delta_options())
+        self._leo.clear()
+        self._rebuild_index()
+        return self._dt.transaction_version(app_id)
 
     def log_start_offset(self, partition: int) -> int:
         with self._lock:
