@@ -286,8 +286,9 @@ def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -
 
         load.finish()
 
+        wait_until(lambda: settled(live) is not None, 30, lambda: f"the live nodes to agree: {views(live)}")
         cluster = settled(live)
-        assert cluster is not None, "the live nodes do not agree on the cluster"
+        assert cluster is not None
         assert set(cluster["topics"].values()) <= {n.name for n in live}
         assert set(cluster["groups"].values()) <= {n.name for n in live}
         group = httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=10).json()

@@ -176,7 +176,7 @@ class GroupCoordinator:
             if results:
                 with self._lock:
                     _, member = self.membership.member(group_id, member_id)
-                    return Poll(generation, positions.advance(member, results), member.polls)
+                    return Poll(generation, positions.advance(member, results, after), member.polls)
             remaining = deadline - self._clock()
             if remaining <= 0:
                 with self._lock:

@@ -79,7 +79,7 @@ class Member:
     delivered: set[TopicPartition] = field(default_factory=set)
     positions: dict[TopicPartition, int] = field(default_factory=dict)  # the next offset to read
     polls: int = 0  # the number of the last poll answered with records
-    before_last_poll: dict[TopicPartition, int] = field(default_factory=dict)  # positions it started from
+    before_poll: dict[int, dict[TopicPartition, int]] = field(default_factory=dict)  # poll n -> positions it moved
     cursor: int = 0  # where the next poll starts, so partitions take turns
 
     def subscribed(self, topics: PartitionCounts) -> frozenset[str]:

@@ -84,10 +84,20 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
     return results, out_of_range
 
 
-def advance(member: Member, results: list[FetchResult]) -> list[FetchResult]:
+POLLS_REMEMBERED = 16  # positions before each of the member's latest polls, for answers lost on the way
+
+
+def advance(member: Member, results: list[FetchResult], after: int | None = None) -> list[FetchResult]:
     """Move the member's positions past what it was given; drop results for partitions it lost meanwhile
-    or that another poll already delivered. The positions it started from are kept until the member
-    acknowledges this poll (`acknowledge`)."""
+    or that another poll already delivered. What each poll moved is kept, so that the member can say it
+    never got an answer (`acknowledge`).
+
+    `after` (the last answer the member got, as this poll said): when another poll of the member answered
+    meanwhile (the member gave up waiting for it and asked again), that answer is lost to it; nothing is
+    handed out now and the positions go back to before it, so the next poll hands its records out again."""
+    if after is not None and member.polls != after:
+        acknowledge(member, after)
+        return []
     kept, before = [], {}
     for result in results:
         tp = (result.topic, result.partition)
@@ -99,17 +109,21 @@ def advance(member: Member, results: list[FetchResult]) -> list[FetchResult]:
                 kept.append(result)
     if kept:
         member.polls += 1
-        member.before_last_poll = before
+        member.before_poll[member.polls] = before
+        member.before_poll.pop(member.polls - POLLS_REMEMBERED, None)
     return kept
 
 
 def acknowledge(member: Member, after: int | None) -> None:
-    """The member says which poll it got last (`after`). When that is the one before the last, the last
-    answer was lost on its way (a timeout, a node gone): its records are handed out again instead of
-    being skipped, and committed past by the next commit."""
-    if after is not None and after == member.polls - 1:
-        member.positions.update({tp: o for tp, o in member.before_last_poll.items() if tp in member.positions})
-        member.polls = after
+    """The member says which poll answer it got last (`after`). The answers after it were lost on their way
+    (a timeout, a node gone): the positions go back to before them, so that their records are handed out
+    again instead of being skipped (and committed past by the member's next commit)."""
+    if after is None or not 0 <= after < member.polls:
+        return
+    for n in range(member.polls, after, -1):
+        moved = member.before_poll.pop(n, {})
+        member.positions.update({tp: o for tp, o in moved.items() if tp in member.positions})
+    member.polls = after
 
 
 def auto_commit_rows(group: Group, member: Member) -> list[OffsetRow]:

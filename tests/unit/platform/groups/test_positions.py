@@ -90,5 +90,31 @@ def test_without_an_acknowledgement_every_answer_counts_as_received() -> None:
     member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)})
     _polled(member, FakeLog({0: 100}), {0: 0})
     acknowledge(member, None)
-    acknowledge(member, 7)  # not the poll before the last: ignored
+    acknowledge(member, 7)  # a poll the member cannot have had: ignored
     assert member.positions == {("t", 0): 4} and member.polls == 1
+
+
+def _positions_of(member: Member) -> dict[int, int]:
+    return {tp[1]: o for tp, o in member.positions.items()}
+
+
+def test_several_lost_answers_all_come_again() -> None:
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0), ("t", 1)})
+    log = FakeLog({0: 100, 1: 100})
+    _polled(member, log, {0: 0, 1: 0})
+    for _ in range(3):
+        _polled(member, log, _positions_of(member))
+    assert member.polls == 4 and _positions_of(member) == {0: 8, 1: 8}
+    acknowledge(member, 1)  # the member got the first answer only
+    assert member.polls == 1 and _positions_of(member) == {0: 2, 1: 2}
+
+
+def test_a_poll_overtaken_by_another_of_the_member_hands_nothing_out_and_rewinds() -> None:
+    """The member gave up waiting for a poll and asked again (after=0); the first one answered meanwhile,
+    into a closed connection: the second must not hand out the records after it."""
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)})
+    log = FakeLog({0: 100})
+    _polled(member, log, {0: 0})  # the abandoned poll answered: positions moved to 4
+    results, _ = fetch_fairly(log, [(("t", 0), 4)], max_records=4, max_bytes=None)
+    assert advance(member, results, after=0) == []
+    assert member.polls == 0 and _positions_of(member) == {0: 0}
