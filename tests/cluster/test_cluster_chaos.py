@@ -23,27 +23,14 @@ import pytest
 from lakelog.client import Consumer
 from log_check import assert_topic_intact
 from tests.conftest import s3_env
-from tests.http.conftest import ProcessServer, free_port
+from tests.cluster.cluster_nodes import SESSION_MS, Node, settled, views, wait_until
 
 pytestmark = pytest.mark.slow
 TOPICS = {"orders": 6, "clicks": 4}
 GROUP = "billing"
-HEARTBEAT_MS, SESSION_MS = 300, 2500
-CLUSTER_ENV = {"LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS": str(HEARTBEAT_MS),
-               "LAKELOG_BROKER_SESSION_TIMEOUT_MS": str(SESSION_MS), "LAKELOG_JOBS_INTERVAL_S": "0"}
 GROUP_CONFIG = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "fetch.wait.max.ms": 300,
                 "request.timeout.ms": 4000, "default.api.timeout.ms": 60_000, "auto.offset.reset": "earliest",
                 "enable.auto.commit": False}
-
-
-class Node(ProcessServer):
-    def __init__(self, root: str, name: str, env: dict[str, str]) -> None:
-        super().__init__(root, {**CLUSTER_ENV, **env, "LAKELOG_NODE_ID": name}, free_port())
-        self.name = name
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
 
 
 class RoundRobin:
@@ -223,40 +210,6 @@ class Load:
                     highest[tp] = max(highest.get(tp, -1), row["offset"])
             time.sleep(0.2)
         rr.close()
-
-
-def wait_until(predicate: Any, timeout_s: float, what: str | Any) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what if isinstance(what, str) else what()}"
-        time.sleep(0.1)
-
-
-def views(nodes: list[Node]) -> list[Any]:
-    """What each node says of the cluster (for failure messages)."""
-    found = []
-    for node in nodes:
-        try:
-            view = httpx.get(node.url + "/v1/cluster", timeout=5).json()
-            found.append((node.name, [n["node_id"] for n in view["nodes"]]))
-        except (httpx.HTTPError, ValueError) as exc:
-            found.append((node.name, repr(exc)))
-    return found
-
-
-def settled(nodes: list[Node]) -> dict[str, Any] | None:
-    """The cluster as every live node sees it, when they all agree; else None."""
-    views = []
-    for node in nodes:
-        try:
-            views.append(httpx.get(node.url + "/v1/cluster", timeout=5).json())
-        except httpx.HTTPError:
-            return None
-    names = {n.name for n in nodes}
-    shapes = {(tuple(sorted(n["node_id"] for n in v["nodes"])), tuple(sorted(v["topics"].items()))) for v in views}
-    if len(shapes) != 1 or set(next(iter(shapes))[0]) != names:
-        return None
-    return views[0]
 
 
 def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -> None:

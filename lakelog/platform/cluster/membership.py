@@ -5,7 +5,7 @@ A node is live while its object was modified within `broker.session.timeout.ms` 
 renewal, both times by the store's clock, so the nodes' clocks need not agree. A round costs one PUT and
 one LIST (plus one GET for a node seen for the first time). A draining node deletes its object: the
 others stop routing to it at their next round. A node that has not completed a round within the session
-timeout (paused, or cut off from the store) does not act on its old view: `view()` renews first.
+timeout (paused, or cut off from the store) does not act on its old view: `view()` refuses until it renews.
 """
 
 from __future__ import annotations
@@ -115,14 +115,13 @@ class Membership:
         self._thread.start()
 
     def view(self) -> View:
-        """The live nodes; renewed first when the last round is older than the session timeout (this node
-        was paused or cut off, and the others may have moved its topics and groups already)."""
+        """The live nodes, as of the last round. No I/O: it is asked on the request path. When that round
+        is older than the session timeout (this node was paused, or cannot reach the store), the others
+        may have moved its topics and groups already: NotInCluster until the heartbeat thread renews."""
         if self._clock() - self._renewed_at <= self.timeout_s:
             return self._view
-        try:
-            return self.round()
-        except STORAGE_ERRORS as exc:
-            raise NotInCluster(f"node {self.local.node_id} cannot renew its membership: {exc}") from None
+        raise NotInCluster(f"node {self.local.node_id} has not renewed its membership for "
+                           f"{self._clock() - self._renewed_at:.1f} s (store unreachable, or the process was paused)")
 
     def round(self) -> View:
         """Renew our heartbeat object, list everyone's, and work out who is live."""

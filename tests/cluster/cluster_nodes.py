@@ -1,0 +1,58 @@
+"""Nodes of a test cluster: `lakelog serve` processes on one root, and what the tests wait for."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from tests.http.conftest import ProcessServer, free_port
+
+HEARTBEAT_MS, SESSION_MS = 300, 2500
+CLUSTER_ENV = {"LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS": str(HEARTBEAT_MS),
+               "LAKELOG_BROKER_SESSION_TIMEOUT_MS": str(SESSION_MS), "LAKELOG_JOBS_INTERVAL_S": "0"}
+
+
+class Node(ProcessServer):
+    def __init__(self, root: str, name: str, env: dict[str, str]) -> None:
+        super().__init__(root, {**CLUSTER_ENV, **env, "LAKELOG_NODE_ID": name}, free_port())
+        self.name = name
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+
+def wait_until(predicate: Any, timeout_s: float, what: str | Any) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what if isinstance(what, str) else what()}"
+        time.sleep(0.1)
+
+
+def views(nodes: list[Node]) -> list[Any]:
+    """What each node says of the cluster (for failure messages)."""
+    found = []
+    for node in nodes:
+        try:
+            view = httpx.get(node.url + "/v1/cluster", timeout=5).json()
+            found.append((node.name, [n["node_id"] for n in view["nodes"]]))
+        except (httpx.HTTPError, ValueError) as exc:
+            found.append((node.name, repr(exc)))
+    return found
+
+
+def settled(nodes: list[Node]) -> dict[str, Any] | None:
+    """The cluster as every live node sees it, when they all agree; else None."""
+    views = []
+    for node in nodes:
+        try:
+            views.append(httpx.get(node.url + "/v1/cluster", timeout=5).json())
+        except httpx.HTTPError:
+            return None
+    names = {n.name for n in nodes}
+    shapes = {(tuple(sorted(n["node_id"] for n in v["nodes"])), tuple(sorted(v["topics"].items()))) for v in views}
+    if len(shapes) != 1 or set(next(iter(shapes))[0]) != names:
+        return None
+    return views[0]
