@@ -136,7 +136,8 @@ def _hey(url: str, seconds: float, connections: int, body_path: str, rate_per_co
     if rate_per_connection:
         command += ["-q", f"{rate_per_connection:g}"]
     out = subprocess.run([*command, url], capture_output=True, text=True, timeout=seconds + 120).stdout
-    for line in out.splitlines()[1:]:  # response-time,DNS+dialup,DNS,Request-write,Response-delay,...,status-code,offset
+    # CSV: response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset
+    for line in out.splitlines()[1:]:
         fields = line.split(",")
         if len(fields) < 8:
             continue
@@ -272,7 +273,8 @@ def _scale_figures(one: dict, three: dict, offered: dict[int, float]) -> list[Fi
                        note=f"{a.records / max(a.commits, 1):,.0f} records/commit"),
                 Figure(SUITE, f"3 nodes: commits/s of the topic ({label})", b.commits_per_s, "commits/s",
                        ratio=b.commits_per_s / a.commits_per_s,
-                       note=f"ratio to 1 node; {b.records / max(b.commits, 1):,.0f} records/commit; table versions by node: " +
+                       note=f"ratio to 1 node; {b.records / max(b.commits, 1):,.0f} records/commit; "
+                            "table versions by node: " +
                             ", ".join(f"{k} {v:.0f}" for k, v in b.commits_by_node.items())),
             ]
             for n, p in (("1 node", a), ("3 nodes", b)):

@@ -4,8 +4,6 @@ and alter one topic at once; each call applies on the latest catalog state or fa
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +11,7 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.errors import InvalidPartitions, UnknownTopicOrPartition
 from lakelog.platform.log import TopicLog
 from log_check import assert_topic_intact
+from together import run_together
 
 # Runs the admin calls given as JSON ([op, args...] each) once "go" arrives; prints each outcome:
 # "ok", a LakelogError's code, or "UNEXPECTED ..." for anything else.
@@ -48,20 +47,7 @@ broker.close()
 
 def _nodes(root: str, storage: dict, calls: list[list[list]]) -> list[list[str]]:
     """One process per list of calls, all started at once; their outcomes."""
-    procs = [subprocess.Popen([sys.executable, "-c", NODE, root, json.dumps(storage), json.dumps(node)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for node in calls]
-    for proc in procs:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()  # type: ignore[union-attr]
-    for proc in procs:
-        proc.stdin.write("go\n")  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
-    return outcomes
+    return run_together(NODE, [[root, json.dumps(storage), json.dumps(node)] for node in calls], 300)
 
 
 def _usable(broker: Broker, root: str, storage: dict) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +12,7 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.errors import InvalidPartitions, LakelogError, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.platform.log import TopicLog
 from log_check import assert_topic_intact
+from together import run_together
 
 # A process that waits for "go" on stdin, runs one admin call, and prints its outcome as JSON.
 ADMIN_PROCESS = """
@@ -38,20 +37,7 @@ broker.close()
 
 
 def _run_together(root: str, storage: dict, calls: list[tuple[str, str, int]]) -> list[dict]:
-    procs = [subprocess.Popen([sys.executable, "-c", ADMIN_PROCESS, root, json.dumps(storage), *map(str, call)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for call in calls]
-    for proc in procs:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()  # type: ignore[union-attr]
-    for proc in procs:
-        proc.stdin.write("go\n")  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
-    return outcomes
+    return run_together(ADMIN_PROCESS, [[root, json.dumps(storage), *map(str, call)] for call in calls], 120)
 
 
 @pytest.mark.slow
