@@ -287,10 +287,6 @@ class Broker:
         """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded."""
         self.cluster, self._nodes = membership, client
 
-    def leader_of(self, topic: str) -> Node | None:
-        """The node leading `topic` by this node's view (None outside a cluster)."""
-        return None if self.cluster is None else self.cluster.view().owner(topic_key(topic))
-
     def _remote_leader(self, topic: str) -> Node | None:
         """The leader when it is another node; None when it is this one or this node has no fresh view
         (writing here is always correct, only not the cheapest)."""

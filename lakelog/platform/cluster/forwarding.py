@@ -44,7 +44,7 @@ class NodeClient:
         NodeUnavailable when it was sent and no answer came."""
         url = node.address.rstrip("/") + PRODUCE_PATH.format(topic=topic)
         try:
-            response = self.http.post(url, content=body, timeout=timeout_s,
+            response = self.http.post(url, content=body, timeout=httpx.Timeout(timeout_s, connect=2.0),
                                       headers={"Content-Type": "application/vnd.apache.arrow.stream"})
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise ConnectionError(f"node {node.node_id} at {node.address}: {exc}") from None
