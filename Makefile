@@ -23,6 +23,8 @@ demo: $(STAMP)
 	@bash scripts/demo.sh $(ROOT)
 
 test: $(STAMP)
+	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
+		>/dev/null 2>&1 || echo "chromium (Debian package) is not installed: the web console test is skipped"
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
