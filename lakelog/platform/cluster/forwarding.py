@@ -29,6 +29,10 @@ PRODUCE_PATH = "/internal/v1/topics/{topic}/produce"
 ANSWER_GRACE_S = 5.0  # beyond the callers' deadline, for the leader's answer to come back
 
 
+class NotAccepted(Exception):
+    """The leader refused the node-to-node call before doing anything with it."""
+
+
 class NodeClient:
     """HTTP to the other nodes, with the cluster secret; one connection pool for all of them."""
 
@@ -40,8 +44,8 @@ class NodeClient:
                                  timeout=httpx.Timeout(30.0, connect=2.0))
 
     def produce(self, node: Node, topic: str, body: bytes, timeout_s: float) -> bytes:
-        """Raises ConnectionError when the request could not be sent (nothing happened at the leader),
-        NodeUnavailable when it was sent and no answer came."""
+        """Raises ConnectionError when the request could not be sent and NotAccepted when the leader refused
+        it (nothing happened there in either case), NodeUnavailable when it was sent and no answer came."""
         url = node.address.rstrip("/") + PRODUCE_PATH.format(topic=topic)
         try:
             response = self.http.post(url, content=body, timeout=httpx.Timeout(timeout_s, connect=2.0),
@@ -50,6 +54,8 @@ class NodeClient:
             raise ConnectionError(f"node {node.node_id} at {node.address}: {exc}") from None
         except httpx.HTTPError as exc:
             raise NodeUnavailable(f"node {node.node_id} did not answer a forwarded produce: {exc}") from None
+        if response.status_code == 403:  # another cluster secret (a rotation under way): nothing was done there
+            raise NotAccepted(f"node {node.node_id} refused the cluster secret")
         if response.status_code != 200:
             try:
                 raise error_from(response.json())
@@ -97,9 +103,10 @@ class TopicForwarder:
             self.requests += 1
             answer = self._client.produce(self.leader, self.topic, encode_calls(forwarded), timeout_s)
             results = decode_results(answer, forwarded)
-        except ConnectionError as exc:
+        except (ConnectionError, NotAccepted) as exc:
             log.warning("leader of %s unreachable, writing here: %s", self.topic, exc)
-            self._unreachable(self.leader.node_id)
+            if isinstance(exc, ConnectionError):
+                self._unreachable(self.leader.node_id)
             self.written_here += len(calls)
             for pending in calls:
                 written = self._write_here(pending)
