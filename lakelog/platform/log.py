@@ -149,8 +149,10 @@ class TopicLog:
         except CommitFailedError:
             pass  # another creator's version 0 won the put-if-absent (S3)
         except DeltaError as exc:
-            # "not found": another node's delete is removing the former table's log under us.
-            if "already exists" not in str(exc) and "not found" not in str(exc).lower():
+            # "not found", "no files in log segment": another node's delete is removing the former table's
+            # log under us.
+            text = str(exc).lower()
+            if not any(sign in text for sign in ("already exists", "not found", "no files in log segment")):
                 raise
         if not TopicLog.table_is_empty(storage, name):
             raise TopicAlreadyExists(

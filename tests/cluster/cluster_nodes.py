@@ -38,7 +38,7 @@ def views(nodes: list[Node]) -> list[Any]:
         try:
             view = httpx.get(node.url + "/v1/cluster", timeout=5).json()
             found.append((node.name, [n["node_id"] for n in view["nodes"]]))
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
             found.append((node.name, repr(exc)))
     return found
 
@@ -48,9 +48,12 @@ def settled(nodes: list[Node]) -> dict[str, Any] | None:
     views = []
     for node in nodes:
         try:
-            views.append(httpx.get(node.url + "/v1/cluster", timeout=5).json())
+            response = httpx.get(node.url + "/v1/cluster", timeout=5)
         except httpx.HTTPError:
             return None
+        if response.status_code != 200:  # a node renewing its membership answers 503 meanwhile
+            return None
+        views.append(response.json())
     names = {n.name for n in nodes}
     shapes = {(tuple(sorted(n["node_id"] for n in v["nodes"])), tuple(sorted(v["topics"].items()))) for v in views}
     if len(shapes) != 1 or set(next(iter(shapes))[0]) != names:

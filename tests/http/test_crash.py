@@ -99,7 +99,7 @@ def run_crash(root: str, env: dict[str, str], load_seconds: float) -> None:
     finally:
         server.terminate()
     assert load.acked and load.committed
-    restarted = ProcessServer(root, env).start()
+    restarted = ProcessServer(root, env, port=server.port).start()  # the same address: the same node
     try:
         with restarted.client() as c:
             check_log(c, load.acked)
