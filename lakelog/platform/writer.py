@@ -156,11 +156,14 @@ class TopicWriter:
             start = end
         self.notify_committed()
 
-    def _admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
-        """Drop expired calls, answer retried idempotent batches, fence stale producers."""
+    def _admit(self, batch: list[PendingProduce], refreshed: bool = False) -> list[PendingProduce]:
+        """Drop expired calls, answer retried idempotent batches, fence stale producers.
+
+        A sequence gap or a fenced epoch may only mean that this node's view is behind the log (another
+        node wrote the producer's later batches): the log is refreshed once and every call of the flush
+        is judged again, those accepted before included, since the refresh may show their batches too."""
         accepted: list[PendingProduce] = []
         in_flush: dict[int, tuple[int, int]] = {}
-        refreshed = False
         now = time.monotonic()
         for pending in batch:
             if pending.future.done():
@@ -174,16 +177,13 @@ class TopicWriter:
                 continue
             count = pending.rows
             try:
-                try:
-                    original = self.producers.check(producer, count, in_flush)
-                except (OutOfOrderSequence, InvalidProducerEpoch):
-                    if refreshed:
-                        raise
-                    # This node's view of the producer may be behind the log: another node may have written
-                    # its later batches. Judged again on the current log before the producer is refused.
-                    refreshed = True
+                original = self.producers.check(producer, count, in_flush)
+            except (OutOfOrderSequence, InvalidProducerEpoch) as exc:
+                if not refreshed:
                     self._catch_up_producers()
-                    original = self.producers.check(producer, count, in_flush)
+                    return self._admit(batch, refreshed=True)
+                fail(pending.future, exc)
+                continue
             except LakelogError as exc:
                 fail(pending.future, exc)
                 continue
@@ -193,7 +193,6 @@ class TopicWriter:
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
             accepted.append(pending)
         return accepted
-
 
     def _catch_up_producers(self) -> None:
         try:

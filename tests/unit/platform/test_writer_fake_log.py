@@ -260,3 +260,31 @@ def test_a_sequence_gap_seen_on_a_stale_view_is_judged_again_on_the_refreshed_lo
         assert fake.refreshes == 2
     finally:
         w.close()
+
+
+class KeyWrittenElsewhereLog(BehindLog):
+    """On refresh, the log also shows producer 11's batch (sequence 0), written by another node."""
+
+    def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
+        if producer_id == 11 and self.refreshes:
+            return pa.table({"partition": pa.array([1], pa.int32()), "offset": pa.array([0], pa.int64()),
+                             "timestamp": pa.array([5], pa.timestamp("ms")),
+                             "producer_epoch": pa.array([0], pa.int16()), "sequence": pa.array([0], pa.int32())})
+        return super().producer_history(producer_id, content)
+
+    def take_changed_producers(self) -> set[int] | None:
+        return {9, 11} if self.refreshes else set()
+
+
+def test_a_refresh_for_one_producer_judges_the_calls_accepted_before_it_again() -> None:
+    fake = KeyWrittenElsewhereLog()
+    w = TopicWriter(fake, linger_ms=50, batch_bytes=1 << 30, producers=ProducerStateManager(fake.producer_history))
+    try:
+        assert w.submit(pending(b"a", producer=ProducerBatch(9, 0, 0))).result(5).duplicate is False
+        retried_elsewhere = w.submit(pending(b"k", producer=ProducerBatch(11, 0, 0)))  # accepted on the stale view
+        behind = w.submit(pending(b"f", producer=ProducerBatch(9, 0, 5)))  # the gap that refreshes the log
+        assert retried_elsewhere.result(5).duplicate and retried_elsewhere.result(5).offsets.tolist() == [0]
+        assert behind.result(5).offsets.tolist() == [5]
+        assert [t.num_rows for t in fake.appends] == [1, 1]  # producer 11's batch was not written again
+    finally:
+        w.close()
