@@ -81,10 +81,6 @@ class ClusterSettings(BaseModel):
     broker_session_timeout_ms: int = Field(9_000, ge=50, description="broker.session.timeout.ms: a node that has "
                                                                       "not renewed for this long is out")
 
-    @property
-    def cluster(self) -> "ClusterSettings":
-        return ClusterSettings.model_validate(self.model_dump(include=set(ClusterSettings.model_fields)))
-
 
 class JobSettings(BaseModel):
     """The maintenance jobs' schedule in `lakelog serve`."""

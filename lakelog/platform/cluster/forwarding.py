@@ -81,8 +81,6 @@ class TopicForwarder:
         self._client = client
         self._write_here = write_here
         self._unreachable = unreachable
-        self.requests = 0
-        self.written_here = 0
         self._sends = GroupCommit(f"forward-{topic}-{leader.node_id}", self._send, 0, batch_bytes,
                                   lambda pending: pending.nbytes)
 
@@ -100,14 +98,12 @@ class TopicForwarder:
         forwarded = [ForwardedCall(p.table, p.partitions, p.acks, _left_ms(p), p.producer) for p in calls]
         timeout_s = max(f.timeout_ms for f in forwarded) / 1000 + ANSWER_GRACE_S
         try:
-            self.requests += 1
             answer = self._client.produce(self.leader, self.topic, encode_calls(forwarded), timeout_s)
             results = decode_results(answer, forwarded)
         except (ConnectionError, NotAccepted) as exc:
             log.warning("leader of %s unreachable, writing here: %s", self.topic, exc)
             if isinstance(exc, ConnectionError):
                 self._unreachable(self.leader.node_id)
-            self.written_here += len(calls)
             for pending in calls:
                 written = self._write_here(pending)
                 if written is not pending.future:

@@ -58,9 +58,6 @@ class View:
     def is_local(self, node: Node) -> bool:
         return node.node_id == self.local.node_id
 
-    def get(self, node_id: str) -> Node | None:
-        return self._by_id.get(node_id)
-
 
 def node_id_of(address: str) -> str:
     """The default node id: its address, so that a node restarted at the same address takes its own place
@@ -96,8 +93,6 @@ class Membership:
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.rounds = 0
-        self.failed_rounds = 0
 
     @property
     def folder(self) -> str:
@@ -141,7 +136,6 @@ class Membership:
                               if self._modified.get(node_id, at) <= at}
             self._live = nodes
             self._renewed_at = self._clock()
-            self.rounds += 1
             return self._publish()
 
     def suspect(self, node_id: str) -> None:
@@ -190,7 +184,6 @@ class Membership:
             try:
                 self.round()
             except STORAGE_ERRORS as exc:
-                self.failed_rounds += 1
                 log.warning("heartbeat of %s failed: %s", self.local.node_id, exc)
 
     def _node(self, name: str) -> Node | None:
