@@ -1,8 +1,8 @@
 """Node settings, in one place: flags, `LAKELOG_*` environment variables and defaults.
 
 Grouped by concern: `CoreSettings` (what the log core reads), `HttpSettings`, `GroupSettings`,
-`ClusterSettings` and `JobSettings`. `Settings` is all of them under flat `LAKELOG_<NAME>` environment
-variables; the core is handed `settings.core` and never sees the others.
+`ClusterSettings`, `KafkaSettings` and `JobSettings`. `Settings` is all of them under flat
+`LAKELOG_<NAME>` environment variables; the core is handed `settings.core` and never sees the others.
 
 Topic settings (`retention.ms`, `max.message.bytes`, ...) are not here: they
 live with each topic in the catalog (`platform/topic_config.py`).
@@ -82,6 +82,18 @@ class ClusterSettings(BaseModel):
                                                                       "not renewed for this long is out")
 
 
+class KafkaSettings(BaseModel):
+    """The Kafka listener beside HTTP: where it listens and what it tells clients."""
+
+    kafka_port: int = Field(9092, ge=-1, le=65535, description="Kafka listener port (0: any free port, -1: off)")
+    kafka_host: str | None = Field(None, description="Kafka listener address (default: the HTTP host)")
+    kafka_advertise: str | None = Field(None, description="host:port Kafka clients reach this node at "
+                                                          "(default: the listener's own)")
+    kafka_cluster_id: str = Field("lakelog", description="The cluster id Kafka clients are told")
+    kafka_tls_cert_file: str | None = Field(None, description="PEM certificate (chain): TLS on the Kafka listener")
+    kafka_tls_key_file: str | None = Field(None, description="PEM private key of the certificate")
+
+
 class JobSettings(BaseModel):
     """The maintenance jobs' schedule in `lakelog serve`."""
 
@@ -91,7 +103,8 @@ class JobSettings(BaseModel):
         description="Where local Spark's own log (WARN and above) goes, out of the server's log")
 
 
-class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, ClusterSettings, JobSettings):
+class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, ClusterSettings, KafkaSettings,
+               JobSettings):
     model_config = SettingsConfigDict(env_prefix="LAKELOG_", env_nested_delimiter="__", extra="ignore")
 
     @property

@@ -20,6 +20,7 @@ from lakelog.ingest_api.cluster_routing import GroupRouting
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, topics
+from lakelog.kafka_api.listener import KafkaListener, tls_context
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.cluster import Membership, Node, View
@@ -74,7 +75,7 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     """Every server is a node of the cluster of its root (alone, it leads everything): it renews its
     heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns."""
     address = settings.advertise or own_address(settings)
-    node = Node(settings.node_id or node_id_of(address), address)
+    node = Node(settings.node_id or node_id_of(address), address, kafka_address(settings))
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
                             settings.broker_session_timeout_ms)
     joined = threading.Event()  # before the first round this node coordinates nothing
@@ -95,6 +96,29 @@ def own_address(settings: Settings) -> str:
     if host in ("0.0.0.0", "::", ""):  # all interfaces: the others reach us by our host name's address
         host = socket.gethostbyname(socket.gethostname())
     return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
+
+
+def kafka_address(settings: Settings) -> str | None:
+    """host:port Kafka clients reach this node at (None: no Kafka listener)."""
+    if settings.kafka_advertise or settings.kafka_port < 0:
+        return settings.kafka_advertise
+    host = settings.kafka_host or settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostbyname(socket.gethostname())
+    return f"{host}:{settings.kafka_port}"
+
+
+async def start_kafka_listener(app: FastAPI, settings: Settings) -> tuple[KafkaListener | None, Settings]:
+    """The Kafka listener beside HTTP (unless kafka_port is -1), bound before the node joins the cluster
+    so that the address it advertises is the bound one (kafka_port 0: a free port)."""
+    if settings.kafka_port < 0:
+        return None, settings
+    listener = KafkaListener(settings.kafka_host or settings.host, settings.kafka_port,
+                             lambda: getattr(app.state, "services", None), settings.kafka_advertise,
+                             tls_context(settings.kafka_tls_cert_file, settings.kafka_tls_key_file))
+    await listener.start()
+    app.state.kafka = listener
+    return listener, settings.model_copy(update={"kafka_port": listener.port})
 
 
 class Startup:
@@ -170,7 +194,8 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
-        startup = Startup(settings, broker)
+        kafka, node_settings = await start_kafka_listener(app, settings)
+        startup = Startup(node_settings, broker)
         app.state.startup, app.state.services = startup, None
         retrying: threading.Thread | None = None
         services = await anyio.to_thread.run_sync(startup.attempt)
@@ -184,6 +209,8 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
             yield
         finally:
             startup.stop()
+            if kafka is not None:
+                await kafka.stop()
             if retrying is not None:
                 await anyio.to_thread.run_sync(retrying.join)
             if app.state.services is not None:

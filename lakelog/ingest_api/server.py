@@ -31,11 +31,13 @@ def is_loopback(host: str) -> bool:
 
 def check_exposure(settings: Settings) -> None:
     """A non-loopback address without authentication needs an explicit --insecure."""
-    if not is_loopback(settings.host) and not settings.authentication and not settings.insecure:
-        raise RefusedToStart(
-            f"refusing to listen on {settings.host} without authentication: set LAKELOG_API_KEYS_JSON "
-            "(API key -> principal), or pass --insecure"
-        )
+    hosts = [settings.host] + ([settings.kafka_host] if settings.kafka_host and settings.kafka_port >= 0 else [])
+    for host in hosts:
+        if not is_loopback(host) and not settings.authentication and not settings.insecure:
+            raise RefusedToStart(
+                f"refusing to listen on {host} without authentication: set LAKELOG_API_KEYS_JSON "
+                "(API key -> principal), or pass --insecure"
+            )
 
 
 def uvicorn_config(settings: Settings, log_level: str = "warning") -> uvicorn.Config:

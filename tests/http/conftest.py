@@ -25,6 +25,7 @@ TEST_DEFAULTS: dict[str, Any] = {
     "group_initial_rebalance_delay_ms": 0,
     "group_min_session_timeout_ms": 100,
     "linger_ms": 5,
+    "kafka_port": 0,  # a free port: test servers run side by side
 }
 
 
@@ -82,7 +83,7 @@ class ProcessServer:
     def __init__(self, root: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
         self.root = root
         self.port = port or free_port()
-        self.env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        self.env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0", "LAKELOG_KAFKA_PORT": "0",
                     "LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "100", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -31,14 +31,16 @@ NODE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 class Node:
     node_id: str
     address: str  # the URL other nodes call it at
+    kafka: str | None = None  # host:port of its Kafka listener, if it has one
 
     def to_json(self) -> bytes:
-        return json.dumps({"node_id": self.node_id, "address": self.address}).encode()
+        return json.dumps({"node_id": self.node_id, "address": self.address, "kafka": self.kafka}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "Node":
         fields = json.loads(data)
-        return cls(str(fields["node_id"]), str(fields["address"]))
+        kafka = fields.get("kafka")
+        return cls(str(fields["node_id"]), str(fields["address"]), None if kafka is None else str(kafka))
 
 
 @dataclass(frozen=True)

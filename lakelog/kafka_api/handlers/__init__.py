@@ -1,0 +1,26 @@
+"""One coroutine per Kafka API: (context, call) -> response (None: no answer, as for acks=0)."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from kafka.protocol.api_key import ApiKey
+
+from lakelog.kafka_api import sasl
+from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.handlers import fetch, metadata, produce
+from lakelog.kafka_api.protocol import Call
+
+Handler = Callable[[Context, Call], Awaitable[object]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.ApiVersions: metadata.api_versions,
+    ApiKey.Metadata: metadata.metadata,
+    ApiKey.FindCoordinator: metadata.find_coordinator,
+    ApiKey.Produce: produce.produce,
+    ApiKey.InitProducerId: produce.init_producer_id,
+    ApiKey.Fetch: fetch.fetch,
+    ApiKey.ListOffsets: fetch.list_offsets,
+    ApiKey.SaslHandshake: sasl.handshake,
+    ApiKey.SaslAuthenticate: sasl.authenticate,
+}

@@ -1,0 +1,151 @@
+"""Fetch and ListOffsets: partitions read as v2 record batches, offsets looked up by time.
+
+A Fetch waits (up to max_wait_ms) until min_bytes are there across its partitions, in one worker
+thread, woken by commits as HTTP long polls are. No fetch sessions: the answer's session id 0 tells a
+client to send full requests (KIP-227 allows it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+
+from lakelog.kafka_api.batches import encode_fetch
+from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.protocol import Call
+from lakelog.kafka_api.threads import blocking
+from lakelog.platform.broker import Broker
+from lakelog.platform.errors import InvalidRequest, LakelogError
+from lakelog.platform.records import FetchResult, record_sizes
+
+TopicData = FetchResponse.FetchableTopicResponse
+PartitionData = TopicData.PartitionData
+OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+OffsetsPartition = OffsetsTopic.ListOffsetsPartitionResponse
+MAX_RECORDS = 1_000_000  # the byte limits govern; this only bounds one read
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+@dataclass(frozen=True)
+class Wanted:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+async def fetch(context: Context, call: Call) -> FetchResponse:
+    request = call.body
+    wanted, refused = [], {}
+    for topic in request.topics:
+        allowed = context.allowed("read", "topic", topic.topic)
+        for p in topic.partitions:
+            if allowed:
+                wanted.append(Wanted(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes))
+            else:
+                refused[(topic.topic, p.partition)] = CODES["TOPIC_AUTHORIZATION_FAILED"]
+    services = context.services
+    wait_ms = min(request.max_wait_ms, services.settings.max_poll_timeout_ms)
+    found = await blocking(read_partitions, services.broker, wanted, request.max_bytes or 2**31 - 1,
+                           max(request.min_bytes, 1), wait_ms)
+    compression = 0
+    responses: dict[str, list[PartitionData]] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.topic, p.partition)
+            responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
+                                                                    compression))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
+                         responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
+
+
+def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
+               compression: int) -> PartitionData:
+    if isinstance(result, FetchResult):
+        return PartitionData(partition_index=index, error_code=0, high_watermark=result.high_watermark,
+                             last_stable_offset=result.high_watermark, log_start_offset=result.log_start_offset,
+                             aborted_transactions=[], preferred_read_replica=-1,
+                             records=encode_fetch(result.records, compression))
+    code = refused if refused is not None else error_code(result) if result is not None else CODES[
+        "UNKNOWN_TOPIC_OR_PARTITION"]
+    return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                         log_start_offset=-1, aborted_transactions=[], preferred_read_replica=-1, records=b"")
+
+
+def read_partitions(broker: Broker, wanted: list[Wanted], max_bytes: int, min_bytes: int,
+                    max_wait_ms: int) -> dict[tuple[str, int], FetchResult | LakelogError]:
+    """Each partition from its offset, within its own and the request's byte limits (the first partition
+    with records always gets at least one, as in Kafka); waits for min_bytes up to max_wait_ms."""
+    deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
+    wait_s = broker.settings.refresh_interval_ms / 1000
+    while True:
+        found: dict[tuple[str, int], FetchResult | LakelogError] = {}
+        total = 0
+        for want in wanted:
+            budget = max(min(want.max_bytes, max_bytes - total), 1)
+            try:
+                result = broker.fetch(want.topic, want.partition, want.offset, MAX_RECORDS, budget)
+            except LakelogError as exc:
+                found[(want.topic, want.partition)] = exc
+                continue
+            found[(want.topic, want.partition)] = result
+            total += _bytes(result.records)
+        remaining = deadline - time.monotonic()
+        failed = any(isinstance(r, LakelogError) for r in found.values())
+        if total >= min_bytes or remaining <= 0 or failed or not wanted:
+            return found
+        broker.wait_for_commit(min(remaining, wait_s))
+
+
+def _bytes(table: pa.Table) -> int:
+    return int(pc.sum(record_sizes(table)).as_py() or 0) if table.num_rows else 0
+
+
+async def list_offsets(context: Context, call: Call) -> ListOffsetsResponse:
+    request = call.body
+    topics = []
+    for topic in request.topics:
+        allowed = context.allowed("describe", "topic", topic.name)
+        partitions = [await _offset(context, topic.name, p.partition_index, p.timestamp, allowed)
+                      for p in topic.partitions]
+        topics.append(OffsetsTopic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def _offset(context: Context, topic: str, partition: int, timestamp: int,
+                  allowed: bool) -> OffsetsPartition:
+    if not allowed:
+        return _offset_error(partition, CODES["TOPIC_AUTHORIZATION_FAILED"])
+    try:
+        offset, found_at = await blocking(offset_for, context.services.broker, topic, partition, timestamp)
+    except LakelogError as exc:
+        return _offset_error(partition, error_code(exc))
+    return OffsetsPartition(partition_index=partition, error_code=0, timestamp=found_at, offset=offset,
+                            leader_epoch=0)
+
+
+def _offset_error(partition: int, code: int) -> OffsetsPartition:
+    return OffsetsPartition(partition_index=partition, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+
+def offset_for(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    """(offset, its record's timestamp) for Kafka's ListOffsets: latest, earliest, or the first record at or
+    after `timestamp` ((-1, -1) when there is none, as Kafka answers)."""
+    if timestamp == LATEST:
+        return broker.list_offset(topic, partition, "latest"), -1
+    if timestamp == EARLIEST:
+        return broker.list_offset(topic, partition, "earliest"), -1
+    if timestamp < 0:
+        raise InvalidRequest(f"ListOffsets timestamp {timestamp} is not served (latest -1, earliest -2, or a time)")
+    offset = broker.list_offset(topic, partition, timestamp)
+    if offset >= broker.list_offset(topic, partition, "latest"):
+        return -1, -1
+    record = broker.fetch(topic, partition, offset, 1).records
+    if record.num_rows == 0:
+        return -1, -1
+    return int(record.column("offset")[0].as_py()), int(record.column("timestamp").cast(pa.int64())[0].as_py())

@@ -1,0 +1,63 @@
+"""ApiVersions, Metadata and FindCoordinator: what the cluster offers and where to go."""
+
+from __future__ import annotations
+
+from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
+
+from lakelog.kafka_api import nodes, protocol
+from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.protocol import Call
+from lakelog.kafka_api.threads import blocking
+from lakelog.platform.errors import UnknownTopicOrPartition
+
+Broker = MetadataResponse.MetadataResponseBroker
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+async def api_versions(context: Context, call: Call) -> protocol.ApiVersionsResponse:
+    return protocol.api_versions_response()
+
+
+async def metadata(context: Context, call: Call) -> MetadataResponse:
+    request = call.body
+    broker = context.services.broker
+    known = {meta.name: meta for meta in await blocking(broker.list_topics)}
+    if request.topics is None:  # all topics (those the caller may describe)
+        names = [n for n in sorted(known) if context.allowed("describe", "topic", n)]
+    else:
+        names = [t.name for t in request.topics]
+    topics = [_topic(context, name, known.get(name)) for name in names]
+    local = nodes.local(context)
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=None) for b in nodes.brokers(context)],
+        cluster_id=context.services.settings.kafka_cluster_id, controller_id=local.broker_id, topics=topics)
+
+
+def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyped-def]
+    if not context.allowed("describe", "topic", name):
+        return Topic(error_code=CODES["TOPIC_AUTHORIZATION_FAILED"], name=name, is_internal=False, partitions=[])
+    if meta is None:
+        return Topic(error_code=error_code(UnknownTopicOrPartition(name)), name=name, is_internal=False,
+                     partitions=[])
+    leader = nodes.leader(context, name).broker_id
+    partitions = [Partition(error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
+                            replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
+                  for p in range(meta.partitions)]
+    return Topic(error_code=0, name=name, is_internal=False, partitions=partitions)
+
+
+async def find_coordinator(context: Context, call: Call) -> FindCoordinatorResponse:
+    request = call.body
+    if request.key_type == TRANSACTION_KEY:
+        return FindCoordinatorResponse(error_code=CODES["COORDINATOR_NOT_AVAILABLE"], node_id=-1, host="", port=-1,
+                                       error_message="transactions are not supported")
+    if not context.allowed("describe", "group", request.key):
+        return FindCoordinatorResponse(error_code=CODES["GROUP_AUTHORIZATION_FAILED"], node_id=-1, host="",
+                                       port=-1, error_message=f"may not describe group {request.key!r}")
+    coordinator = nodes.coordinator(context, request.key)
+    return FindCoordinatorResponse(error_code=0, error_message=None, node_id=coordinator.broker_id,
+                                   host=coordinator.host, port=coordinator.port)

@@ -1,0 +1,103 @@
+"""Produce and InitProducerId: Kafka's idempotent producer on lakelog's.
+
+Kafka numbers an idempotent producer's batches per partition; lakelog numbers a producer's calls per
+topic. Each (Kafka producer id, partition) is therefore its own lakelog producer id, in a range of its
+own (from 2^61; HTTP producers choose ids below it), and the per-partition rule is kept exactly.
+Producer ids are drawn at random from 2^40 (no coordination between nodes; Kafka's non-transactional
+InitProducerId promises a fresh id, not a sequence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from concurrent.futures import Future
+
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+
+from lakelog.kafka_api.batches import ProducedBatch, decode_produce
+from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.errors import CODES, error_code, error_message
+from lakelog.kafka_api.protocol import Call
+from lakelog.kafka_api.threads import blocking
+from lakelog.platform.acl import TopicAuthorizationFailed
+from lakelog.platform.records import ProducerBatch
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+KAFKA_PRODUCERS = 1 << 61
+PARTITION_BITS = 20
+PRODUCER_ID_BITS = 40
+
+
+def lakelog_producer_id(kafka_producer_id: int, partition: int) -> int:
+    return KAFKA_PRODUCERS + (kafka_producer_id << PARTITION_BITS) + partition
+
+
+async def init_producer_id(context: Context, call: Call) -> InitProducerIdResponse:
+    request = call.body
+    if request.transactional_id is not None:  # not advertised; a client that asks anyway is told plainly
+        return InitProducerIdResponse(error_code=CODES["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"], producer_id=-1,
+                                      producer_epoch=-1)
+    if 0 <= request.producer_id < 1 << PRODUCER_ID_BITS and request.producer_epoch >= 0:  # KIP-360: bump the epoch
+        if request.producer_epoch >= 32766:
+            return InitProducerIdResponse(error_code=0, producer_id=_new_producer_id(), producer_epoch=0)
+        return InitProducerIdResponse(error_code=0, producer_id=request.producer_id,
+                                      producer_epoch=request.producer_epoch + 1)
+    return InitProducerIdResponse(error_code=0, producer_id=_new_producer_id(), producer_epoch=0)
+
+
+def _new_producer_id() -> int:
+    return secrets.randbits(PRODUCER_ID_BITS - 1) + 1
+
+
+async def produce(context: Context, call: Call) -> ProduceResponse | None:
+    request = call.body
+    async with context.submit_lock:  # pipelined requests reach the writer in the order they were sent
+        pending = [(topic.name, [(p.index, await _submit(context, topic.name, p.index, p.records, request))
+                                 for p in topic.partition_data])
+                   for topic in request.topic_data]
+    if request.acks == 0:
+        return None
+    responses = []
+    for name, partitions in pending:
+        answered = [await _answer(index, submitted) for index, submitted in partitions]
+        responses.append(TopicResponse(name=name, partition_responses=answered))
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+async def _submit(context: Context, topic: str, partition: int, records: bytes | None,
+                  request) -> list[Future] | BaseException:  # type: ignore[no-untyped-def]
+    """The futures of one partition's batches, or the error that refused them all."""
+    try:
+        if not context.allowed("write", "topic", topic):
+            raise TopicAuthorizationFailed(f"principal {context.principal!r} may not write topic {topic!r}")
+        services = context.services
+        if topic not in services.open_topics:  # the first use opens the table: storage I/O off the loop
+            await blocking(services.broker.topic, topic)
+            services.open_topics.add(topic)
+        acks = "all" if request.acks == -1 else request.acks
+        return [services.broker.produce_async(topic, batch.records, acks, request.timeout_ms,
+                                              _producer(batch, partition))
+                for batch in decode_produce(records, partition)]
+    except Exception as exc:
+        return exc
+
+
+def _producer(batch: ProducedBatch, partition: int) -> ProducerBatch | None:
+    if not batch.idempotent:
+        return None
+    return ProducerBatch(lakelog_producer_id(batch.producer_id, partition), batch.producer_epoch,
+                         batch.base_sequence)
+
+
+async def _answer(index: int, submitted: list[Future] | BaseException) -> PartitionResponse:
+    try:
+        if isinstance(submitted, BaseException):
+            raise submitted
+        results = [await asyncio.shield(asyncio.wrap_future(future)) for future in submitted]
+    except Exception as exc:
+        return PartitionResponse(index=index, error_code=error_code(exc), base_offset=-1, log_append_time_ms=-1,
+                                 log_start_offset=-1, record_errors=[], error_message=error_message(exc))
+    return PartitionResponse(index=index, error_code=0, base_offset=int(results[0].offsets[0]),
+                             log_append_time_ms=-1, log_start_offset=-1, record_errors=[], error_message=None)

@@ -1,0 +1,155 @@
+"""The Kafka listener: an asyncio server in the same process (and event loop) as HTTP.
+
+Each connection reads frames and answers them in order, as Kafka requires, while the calls themselves
+run concurrently (a producer's pipelined requests reach the broker in the order they were sent: each
+handler submits before its first await). With authentication on, a connection must pass SASL/PLAIN
+(`sasl.py`) before anything but ApiVersions and the SASL calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import struct
+from typing import Any, Awaitable, Callable
+
+from kafka.protocol.api_key import ApiKey
+
+from lakelog.kafka_api import errors, protocol
+from lakelog.kafka_api.context import Context, Services
+from lakelog.kafka_api.errors import KafkaProtocolError
+from lakelog.kafka_api.handlers import HANDLERS
+from lakelog.kafka_api.protocol import Call, Unanswerable
+
+log = logging.getLogger(__name__)
+BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
+CLOSE = object()  # the answer that ends a connection (None: a call without an answer, as acks=0)
+IN_FLIGHT = 64  # requests read ahead of their answers, per connection (Kafka clients send up to 5)
+
+
+class KafkaListener:
+    def __init__(self, host: str, port: int, services_of: Callable[[], Services | None],
+                 advertise: str | None = None, tls: ssl.SSLContext | None = None) -> None:
+        self.host, self.port = host, port
+        self._services_of = services_of
+        self._advertise = advertise
+        self._tls = tls
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self._tls,
+                                                  reuse_address=True, limit=protocol.MAX_FRAME_BYTES)
+        self.port = self._server.sockets[0].getsockname()[1]  # port 0: the one the system chose
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        if self._advertise:
+            host, _, port = self._advertise.rpartition(":")
+            return host.strip("[]"), int(port)
+        return self.host, self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)  # type: ignore[arg-type]
+        peer = writer.get_extra_info("peername")
+        context = Context(self._services_of, self.advertised, peer=str(peer[0]) if peer else "")
+        try:
+            await Connection(context, reader, writer).run()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client went away, or the listener is stopping
+        finally:
+            self._connections.discard(task)  # type: ignore[arg-type]
+            writer.close()
+
+
+class Connection:
+    def __init__(self, context: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.context = context
+        self.reader, self.writer = reader, writer
+        self.answers: asyncio.Queue[Awaitable[Any]] = asyncio.Queue(IN_FLIGHT)
+
+    async def run(self) -> None:
+        sender = asyncio.create_task(self._send())
+        try:
+            while True:
+                size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+                if not 0 < size <= protocol.MAX_FRAME_BYTES:
+                    log.warning("closing a Kafka connection from %s: frame of %d bytes", self.context.peer, size)
+                    return
+                frame = await self.reader.readexactly(size)
+                answer = self._dispatch(frame)
+                await self.answers.put(answer)
+                if _is_sasl(frame):  # the connection's identity changes: later calls wait for it
+                    await asyncio.shield(answer)
+        finally:
+            await self.answers.put(_ready(CLOSE))
+            await sender
+
+    def _dispatch(self, frame: bytes) -> Awaitable[Any]:
+        try:
+            call = protocol.decode(frame)
+        except Unanswerable as unanswerable:
+            return _ready(CLOSE if unanswerable.answer is None else unanswerable.answer)
+        except Exception as exc:  # a frame the codec cannot read: nothing the client could match it to
+            log.warning("closing a Kafka connection from %s: undecodable request (%s)", self.context.peer, exc)
+            return _ready(CLOSE)
+        self.context.client_id = call.client_id
+        if self.context.services_of() is not None and self._needs_authentication(call):
+            log.warning("closing a Kafka connection from %s: %s before SASL authentication",
+                        self.context.peer, ApiKey(call.api_key).name)
+            return _ready(CLOSE)
+        return asyncio.ensure_future(self._answer(call))
+
+    def _needs_authentication(self, call: Call) -> bool:
+        services = self.context.services_of()
+        enabled = services is not None and services.authorizer.enabled
+        return enabled and not self.context.authenticated and call.api_key not in BEFORE_AUTHENTICATION
+
+    async def _answer(self, call: Call) -> bytes | None:
+        try:
+            response = await HANDLERS[call.api_key](self.context, call)
+        except KafkaProtocolError as exc:
+            log.info("Kafka request refused: %s", exc)
+            return protocol.error_answer(call.api_key, call.version, call.correlation_id, exc.code)
+        except Exception as exc:  # a handler answers per-item errors itself: this is the whole call failing
+            code = errors.error_code(exc)
+            return protocol.error_answer(call.api_key, call.version, call.correlation_id, code)
+        return None if response is None else call.answer(response)
+
+    async def _send(self) -> None:
+        while True:
+            answer = await (await self.answers.get())
+            if answer is CLOSE:
+                break
+            if answer is not None:
+                self.writer.write(answer)
+            await self.writer.drain()
+
+
+def _is_sasl(frame: bytes) -> bool:
+    return struct.unpack_from(">h", frame)[0] in (ApiKey.SaslHandshake, ApiKey.SaslAuthenticate)
+
+
+def _ready(answer: Any) -> Awaitable[Any]:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.set_result(answer)
+    return future
+
+
+def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
+    """TLS when a certificate is configured."""
+    if not cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context
