@@ -56,6 +56,11 @@ class ThreadServer:
     def root(self) -> str:
         return self.settings.root
 
+    @property
+    def bootstrap(self) -> str:
+        """The Kafka listener's address (bootstrap.servers)."""
+        return f"127.0.0.1:{self.app.state.kafka.port}"
+
     def start(self) -> "ThreadServer":
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -83,13 +88,19 @@ class ProcessServer:
     def __init__(self, root: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
         self.root = root
         self.port = port or free_port()
-        self.env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0", "LAKELOG_KAFKA_PORT": "0",
+        self.kafka_port = free_port()
+        self.env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+                    "LAKELOG_KAFKA_PORT": str(self.kafka_port),
                     "LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "100", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.env['LAKELOG_KAFKA_PORT']}"
 
     def start(self) -> "ProcessServer":
         self.proc = subprocess.Popen(
