@@ -63,7 +63,7 @@ class Node:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full = {**os.environ, "LAKELOG_NODE_ID": node_id, "LAKELOG_JOBS_INTERVAL_S": "0",
-                "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0", **env}
+                "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0", "LAKELOG_KAFKA_PORT": "0", **env}
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port",
                                       str(self.port), "--no-jobs"], cwd=REPO, env=full,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

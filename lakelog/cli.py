@@ -410,15 +410,21 @@ def serve(
                                                  "(LAKELOG_ADVERTISE; default http://host:port)"),
     node_id: Optional[str] = typer.Option(None, "--node-id", help="This node's id in the cluster "
                                                                    "(LAKELOG_NODE_ID; default from its address)"),
+    kafka_port: Optional[int] = typer.Option(None, "--kafka-port",
+                                             help="Kafka listener port (LAKELOG_KAFKA_PORT; default 9092, "
+                                                  "0 any free port, -1 off)"),
+    kafka_advertise: Optional[str] = typer.Option(None, "--kafka-advertise",
+                                                  help="host:port Kafka clients reach this node at "
+                                                       "(LAKELOG_KAFKA_ADVERTISE)"),
     jobs: bool = typer.Option(True, "--jobs/--no-jobs",
                               help="Run retention, roll, compaction and vacuum every LAKELOG_JOBS_INTERVAL_S "
                                    "seconds in a separate process (local Spark)"),
 ) -> None:
-    """Run the HTTP ingest tier (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
+    """Run the HTTP tier and the Kafka listener (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
     from lakelog.ingest_api.server import RefusedToStart, serve as run_server
 
     config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None,
-                      advertise=advertise, node_id=node_id)
+                      advertise=advertise, node_id=node_id, kafka_port=kafka_port, kafka_advertise=kafka_advertise)
     scheduler = _start_job_scheduler(config) if jobs and config.jobs_interval_s > 0 else None
     try:
         run_server(config, State.log_level)

@@ -66,7 +66,8 @@ class Server(uvicorn.Server):
     async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         await super().startup(sockets)
         if self.started:
-            startup_log.info(start_line(self.settings, self.urls()))
+            kafka = getattr(self.config.app.state, "kafka", None)
+            startup_log.info(start_line(self.settings, self.urls(), kafka and "%s:%d" % kafka.advertised))
 
     async def shutdown(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
         """Hand this node's groups over while still listening, and give the other nodes one heartbeat to
@@ -87,9 +88,10 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def start_line(settings: Settings, urls: list[str]) -> str:
+def start_line(settings: Settings, urls: list[str], kafka: str | None = None) -> str:
     authentication = "on" if settings.authentication else "off"
-    return f"lakelog serving {' '.join(urls)} root={settings.root} authentication={authentication}"
+    listeners = " ".join(urls) + (f" kafka://{kafka}" if kafka else "")
+    return f"lakelog serving {listeners} root={settings.root} authentication={authentication}"
 
 
 def serve(settings: Settings, log_level: str = "warning") -> None:

@@ -22,7 +22,7 @@ def _port() -> int:
 
 
 def _start(root: str, port: int, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    env = {**os.environ, "LAKELOG_JOBS_INTERVAL_S": "3600", **(env or {})}
+    env = {**os.environ, "LAKELOG_JOBS_INTERVAL_S": "3600", "LAKELOG_KAFKA_PORT": "0", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port", str(port),
                              *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

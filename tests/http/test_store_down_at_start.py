@@ -38,7 +38,7 @@ def test_readyz_is_503_with_the_cause_until_the_store_comes_back() -> None:
     endpoint = f"http://127.0.0.1:{s3_port}"
     storage = {"aws_endpoint_url": endpoint, "aws_region": "us-east-1", "aws_access_key_id": "test",
                "aws_secret_access_key": "test", "max_retries": "0", "connect_timeout": "1s"}
-    env = {**os.environ, "LAKELOG_STORAGE": json.dumps(storage), "LAKELOG_JOBS_INTERVAL_S": "0"}
+    env = {**os.environ, "LAKELOG_STORAGE": json.dumps(storage), "LAKELOG_JOBS_INTERVAL_S": "0", "LAKELOG_KAFKA_PORT": "0"}
     server = subprocess.Popen(
         [sys.executable, "-m", "lakelog.cli", "--root", "s3://later/root", "serve", "--port", str(http_port)],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
