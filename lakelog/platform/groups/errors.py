@@ -45,3 +45,10 @@ class NoOffsetForPartition(LakelogError):
     """No committed offset and `auto.offset.reset=none`, or the committed offset is out of range."""
 
     code = "OFFSET_OUT_OF_RANGE"
+
+
+class CoordinatorLoading(LakelogError):
+    """This node is taking the group over and has not loaded its offsets yet."""
+
+    code = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True

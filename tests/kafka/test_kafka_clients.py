@@ -1,0 +1,59 @@
+"""Unmodified Kafka clients on lakelog's Kafka listener, each end to end: create a topic with the
+client's admin, produce keyed records (acks=all, idempotent) with headers and timestamps, consume them in
+a group, commit, restart the consumer and resume from the commit. The same topics, partitions, offsets
+and groups as the HTTP API."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from kafka.partitioner.default import murmur2
+
+from tests.http.conftest import start_server  # noqa: F401  (the fixture)
+from tests.kafka.kafka_clients import CLIENTS, Received
+from tests.log_check import assert_topic_intact
+
+PARTITIONS = 3
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner for a keyed record (the Java client's), from kafka-python."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def records(prefix: str, count: int) -> list:
+    now = int(time.time() * 1000)
+    return [(f"{prefix}-key-{i}".encode(), f"{prefix}-value-{i}".encode(), [("trace", f"t{i}".encode())],
+             now - 10_000 + i) for i in range(count)]
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
+def test_produce_consume_commit_resume(start_server, client) -> None:  # noqa: F811
+    server = start_server()
+    topic, group = f"orders-{client.name}", f"billing-{client.name}"
+    client.create_topic(server.bootstrap, topic, PARTITIONS)
+    assert httpx.get(f"{server.url}/v1/topics/{topic}").json()["partitions"] == PARTITIONS
+
+    first = records("a", 30)
+    placed = client.produce(server.bootstrap, topic, first)
+    assert [p for p, _ in placed] == [java_partition(k, PARTITIONS) for k, _, _, _ in first]
+    by_http = httpx.post(f"{server.url}/v1/topics/{topic}/records",
+                         json={"records": [{"key": k.decode(), "value": "x"} for k, _, _, _ in first[:10]]}).json()
+    assert [o["partition"] for o in by_http["offsets"]] == [p for p, _ in placed[:10]]  # the same partitioner
+
+    got = client.consume(server.bootstrap, topic, group, count=40)
+    ours = {r.key: r for r in got if r.value != b"x"}
+    assert len(got) == 40 and len(ours) == 30
+    for (key, value, headers, timestamp), (partition, offset) in zip(first, placed):
+        assert ours[key] == Received(partition, offset, key, value, headers, timestamp)
+
+    later = records("b", 12)
+    client.produce(server.bootstrap, topic, later)
+    resumed = client.consume(server.bootstrap, topic, group, count=12)
+    assert sorted(r.key for r in resumed) == sorted(k for k, _, _, _ in later)  # from the commit, nothing again
+
+    committed = httpx.get(f"{server.url}/v1/groups/{group}").json()
+    assert sum(o["offset"] for o in committed["offsets"]) == 30 + 10 + 12
+    assert_topic_intact(server.root, topic)
