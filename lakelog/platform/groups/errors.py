@@ -45,3 +45,19 @@ class NoOffsetForPartition(LakelogError):
     """No committed offset and `auto.offset.reset=none`, or the committed offset is out of range."""
 
     code = "OFFSET_OUT_OF_RANGE"
+
+
+class RebalanceInProgress(LakelogError):
+    """The group is rebalancing: the member must join again before its SyncGroup, heartbeat or commit counts."""
+
+    code = "REBALANCE_IN_PROGRESS"
+
+
+class MemberIdRequired(LakelogError):
+    """JoinGroup v4+ (KIP-394): a new member first gets its id (`member_id`) and joins again with it."""
+
+    code = "MEMBER_ID_REQUIRED"
+
+    def __init__(self, message: str, member_id: str) -> None:
+        super().__init__(message)
+        self.member_id = member_id
