@@ -52,3 +52,19 @@ class CoordinatorLoading(LakelogError):
 
     code = "COORDINATOR_LOAD_IN_PROGRESS"
     retriable = True
+
+
+class RebalanceInProgress(LakelogError):
+    """The group is rebalancing: the member must join again before its SyncGroup, heartbeat or commit counts."""
+
+    code = "REBALANCE_IN_PROGRESS"
+
+
+class MemberIdRequired(LakelogError):
+    """JoinGroup v4+ (KIP-394): a new member first gets its id (`member_id`) and joins again with it."""
+
+    code = "MEMBER_ID_REQUIRED"
+
+    def __init__(self, message: str, member_id: str) -> None:
+        super().__init__(message)
+        self.member_id = member_id
