@@ -156,6 +156,7 @@ class Catalog:
         """Remove the topic from the catalog, then its table. A name that is gone from the catalog but
         whose table still holds data (a delete interrupted by a crash) has its deletion finished. Of
         concurrent deletes (any nodes) one wins; the others get UnknownTopicOrPartition."""
+        validate_topic_name(name)  # a name like '..' would make the table's folder the root's (or beyond)
         uri = self.storage.uri(topic_path(name))
         seen: list[TopicMeta] = []
 

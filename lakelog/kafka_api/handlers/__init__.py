@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 
 from lakelog.kafka_api import sasl
 from lakelog.kafka_api.context import Context
-from lakelog.kafka_api.handlers import fetch, metadata, produce
+from lakelog.kafka_api.handlers import admin, fetch, metadata, produce
 from lakelog.kafka_api.protocol import Call
 
 Handler = Callable[[Context, Call], Awaitable[object]]
@@ -23,4 +23,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListOffsets: fetch.list_offsets,
     ApiKey.SaslHandshake: sasl.handshake,
     ApiKey.SaslAuthenticate: sasl.authenticate,
+    ApiKey.CreateTopics: admin.create_topics,
+    ApiKey.DeleteTopics: admin.delete_topics,
+    ApiKey.CreatePartitions: admin.create_partitions,
+    ApiKey.DescribeConfigs: admin.describe_configs,
+    ApiKey.IncrementalAlterConfigs: admin.incremental_alter_configs,
 }
