@@ -72,8 +72,8 @@ class Confluent:
     def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])
-        futures[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures die with it
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
     def produce(self, bootstrap: str, topic: str, records: Sequence[Sent]) -> list[tuple[int, int]]:
         from confluent_kafka import Producer

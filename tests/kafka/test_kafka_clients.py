@@ -34,7 +34,7 @@ def test_produce_consume_commit_resume(start_server, client) -> None:  # noqa: F
     server = start_server()
     topic, group = f"orders-{client.name}", f"billing-{client.name}"
     client.create_topic(server.bootstrap, topic, PARTITIONS)
-    assert httpx.get(f"{server.url}/v1/topics/{topic}").json()["partitions"] == PARTITIONS
+    assert len(httpx.get(f"{server.url}/v1/topics/{topic}").json()["partitions"]) == PARTITIONS
 
     first = records("a", 30)
     placed = client.produce(server.bootstrap, topic, first)

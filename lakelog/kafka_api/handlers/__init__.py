@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 
 from lakelog.kafka_api import sasl
 from lakelog.kafka_api.context import Context
-from lakelog.kafka_api.handlers import admin, fetch, metadata, produce
+from lakelog.kafka_api.handlers import admin, fetch, groups, metadata, produce
 from lakelog.kafka_api.protocol import Call
 
 Handler = Callable[[Context, Call], Awaitable[object]]
@@ -28,4 +28,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CreatePartitions: admin.create_partitions,
     ApiKey.DescribeConfigs: admin.describe_configs,
     ApiKey.IncrementalAlterConfigs: admin.incremental_alter_configs,
+    ApiKey.JoinGroup: groups.join_group,
+    ApiKey.SyncGroup: groups.sync_group,
+    ApiKey.Heartbeat: groups.heartbeat,
+    ApiKey.LeaveGroup: groups.leave_group,
+    ApiKey.OffsetCommit: groups.offset_commit,
+    ApiKey.OffsetFetch: groups.offset_fetch,
+    ApiKey.ListGroups: groups.list_groups,
+    ApiKey.DescribeGroups: groups.describe_groups,
+    ApiKey.DeleteGroups: groups.delete_groups,
 }

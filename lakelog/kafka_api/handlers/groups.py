@@ -29,8 +29,8 @@ from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import GroupAuthorizationFailed
 from lakelog.platform.cluster.errors import NotCoordinator
-from lakelog.platform.groups.classic import JoinRequest, MemberIdRequired, Protocol
-from lakelog.platform.groups.errors import CoordinatorLoading, GroupIdNotFound
+from lakelog.platform.groups.classic import JoinRequest, Protocol
+from lakelog.platform.groups.errors import CoordinatorLoading, GroupIdNotFound, MemberIdRequired
 
 JoinMember = JoinGroupResponse.JoinGroupResponseMember
 LeaveMember = LeaveGroupResponse.MemberResponse

@@ -23,8 +23,21 @@ from typing import Callable
 
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.groups import admin, positions
-from lakelog.platform.groups.errors import GroupIdNotFound, IllegalGeneration, NonEmptyGroup
+from lakelog.platform.groups.classic import (
+    ClassicGroup,
+    JoinRequest,
+    consumer_assignment,
+    consumer_subscription,
+)
+from lakelog.platform.groups.errors import (
+    GroupIdNotFound,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
+    NonEmptyGroup,
+    UnknownMemberId,
+)
 from lakelog.platform.groups.membership import (
     Group,
     Heartbeat,
@@ -61,6 +74,24 @@ class MemberView:
 
 
 @dataclass(frozen=True)
+class ClassicMemberView:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # its subscription in the group's protocol
+    assignment: bytes  # as the leader assigned it
+
+
+@dataclass(frozen=True)
+class ClassicView:
+    state: str
+    protocol_type: str | None
+    protocol_name: str | None
+    members: list[ClassicMemberView]
+
+
+@dataclass(frozen=True)
 class GroupView:
     group: str
     state: str
@@ -69,6 +100,15 @@ class GroupView:
     members: list[MemberView]
     offsets: dict[TopicPartition, CommittedOffset]
     lag: dict[TopicPartition, int]  # log end offset - committed (or - log start when nothing committed)
+
+
+def _classic_members(classic: ClassicGroup, now: float) -> list[MemberView]:
+    """Kafka-protocol members as HTTP describes members: subscriptions and assignments read from the
+    consumer protocol's bytes."""
+    return [MemberView(m.member_id, m.group_instance_id, consumer_assignment(m.assignment), [],
+                       sorted(consumer_subscription(m.metadata(classic.protocol_name))), None,
+                       int((now - m.last_heartbeat) * 1000))
+            for m in sorted(classic.members.values(), key=lambda m: m.member_id)]
 
 
 class GroupCoordinator:
@@ -144,7 +184,11 @@ class GroupCoordinator:
         """Expire members, run due first assignments, follow topic changes."""
         counts = self._partition_counts(METADATA_CHECK_S)
         with self._lock:
-            self.membership.tick(self._clock(), counts, check_metadata)
+            now = self._clock()
+            self.membership.tick(now, counts, check_metadata)
+            for group in self.membership.groups.values():
+                if group.classic is not None:
+                    group.classic.tick(now)
 
     # ---- polling --------------------------------------------------------------
 
@@ -219,8 +263,10 @@ class GroupCoordinator:
     # ---- offsets --------------------------------------------------------------
 
     def commit(self, group_id: str, member_id: str | None, generation: int,
-               offsets: list[tuple[str, int, int, str | None]]) -> Future:
-        """Validate and queue a commit; the future completes once the offsets are durable."""
+               offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
+        """Validate and queue a commit; the future completes once the offsets are durable.
+
+        A group of Kafka-protocol members checks the member and generation its own way (classic.py)."""
         check_group_id(group_id)
         for topic, partition, offset, _ in offsets:
             if offset < 0:
@@ -231,7 +277,10 @@ class GroupCoordinator:
                     f"unknown partition {partition} of topic {topic!r} (partitions 0..{meta.partitions - 1})")
         with self._lock:
             group = self.membership.groups.get(group_id)
-            if member_id:
+            if group is not None and group.kafka_members:
+                group.classic.check_commit(member_id or "", generation, group_instance_id,  # type: ignore[union-attr]
+                                           self._clock())
+            elif member_id:
                 group, member = self.membership.member(group_id, member_id)
                 if generation != group.generation:
                     raise IllegalGeneration(
@@ -305,8 +354,9 @@ class GroupCoordinator:
 
     @staticmethod
     def _check_empty(group: Group) -> None:
-        if group.members:
-            raise NonEmptyGroup(f"group {group.group_id!r} has {len(group.members)} active members; "
+        members = len(group.members) + (len(group.classic.members) if group.classic is not None else 0)
+        if members:
+            raise NonEmptyGroup(f"group {group.group_id!r} has {members} active members; "
                                 "its offsets can only be changed while it is empty")
 
     def delete_group(self, group_id: str) -> None:
@@ -333,6 +383,55 @@ class GroupCoordinator:
                 continue
         return admin.lag_rows(view.offsets, ends, owners)
 
+    # ---- Kafka's classic protocol ------------------------------------------------------
+
+    def classic_join(self, group_id: str, request: JoinRequest, new_member_id: str) -> Future:
+        """JoinGroup: the future answers a JoinResult once the group's join phase completes."""
+        check_group_id(group_id)
+        with self._lock:
+            group = self.membership.groups.setdefault(group_id, Group(group_id))
+            if group.members:
+                raise InconsistentGroupProtocol(
+                    f"group {group_id!r} has HTTP members: a Kafka-protocol member cannot join it")
+            if group.classic is None:
+                group.classic = ClassicGroup(group_id, self.membership.initial_delay_s,
+                                             min_session_timeout_ms=self.membership.min_session_ms,
+                                             max_session_timeout_ms=self.membership.max_session_ms)
+            return group.classic.join(request, self._clock(), new_member_id)
+
+    def classic_sync(self, group_id: str, member_id: str, generation: int, group_instance_id: str | None,
+                     protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> Future:
+        """SyncGroup: the future answers the member's assignment once the leader's SyncGroup came."""
+        with self._lock:
+            return self._classic(group_id).sync(member_id, generation, group_instance_id, protocol_type,
+                                                protocol_name, assignments, self._clock())
+
+    def classic_heartbeat(self, group_id: str, member_id: str, generation: int,
+                          group_instance_id: str | None) -> None:
+        with self._lock:  # memory only: safe on the event loop
+            self._classic(group_id).heartbeat(member_id, generation, group_instance_id, self._clock())
+
+    def classic_leave(self, group_id: str, member_id: str, group_instance_id: str | None) -> None:
+        with self._lock:
+            self._classic(group_id).leave(member_id, group_instance_id, self._clock())
+
+    def describe_classic(self, group_id: str) -> ClassicView:
+        with self._lock:
+            group = self._group(group_id)
+            classic = group.classic
+            if classic is None:
+                return ClassicView(group.state, None, None, [])
+            members = [ClassicMemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                         m.metadata(classic.protocol_name), m.assignment)
+                       for m in classic.members.values()]
+            return ClassicView(classic.state, classic.protocol_type, classic.protocol_name, members)
+
+    def _classic(self, group_id: str) -> ClassicGroup:
+        group = self.membership.groups.get(group_id)
+        if group is None or group.classic is None:
+            raise UnknownMemberId(f"unknown group {group_id!r} (JoinGroup first)")
+        return group.classic
+
     # ---- cluster ------------------------------------------------------------------
 
     def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
@@ -347,10 +446,10 @@ class GroupCoordinator:
         stored = self.store.load()
         with self._lock:
             for group_id in [g for g in self.membership.groups if not coordinates(g)]:
-                del self.membership.groups[group_id]
+                self._forget(group_id)
             taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
             for group_id in taken:
-                self.membership.groups.pop(group_id, None)  # what this node knew of it is stale
+                self._forget(group_id)  # what this node knew of it is stale
             self._taking_over.update(taken)
         if taken:
             timer = threading.Timer(settle_s, self._adopt, args=(taken, coordinates))
@@ -369,6 +468,12 @@ class GroupCoordinator:
                 if coordinates(group_id) and group_id in stored:
                     self.membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
             self._taking_over -= groups
+
+    def _forget(self, group_id: str) -> None:
+        """Under the lock: another node coordinates the group now; Kafka members waiting here are told."""
+        group = self.membership.groups.pop(group_id, None)
+        if group is not None and group.classic is not None:
+            group.classic.close(NotCoordinator(f"group {group_id!r} moved to another node"))
 
     def taking_over(self, group_id: str) -> bool:
         """Whether this node is still waiting to serve a group it takes over (see `reassign`)."""
@@ -390,8 +495,13 @@ class GroupCoordinator:
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
             ]
             committed = dict(group.committed)
-            owned = {tp for m in group.members.values() for tp in m.assignment | m.revoking}
-            view = GroupView(group_id, group.state, group.generation, group.assignor, members, committed, {})
+            owned = {tp for m in members for tp in m.assignment + m.revoking}
+            generation, assignor = group.generation, group.assignor
+            if group.kafka_members:
+                members = _classic_members(group.classic, now)  # type: ignore[arg-type]
+                owned = {tp for m in members for tp in m.assignment}
+                generation, assignor = group.classic.generation, group.classic.protocol_name  # type: ignore
+            view = GroupView(group_id, group.state, generation, assignor, members, committed, {})
         view.lag.update(self._lag(committed, owned))
         return view
 

@@ -21,6 +21,7 @@ import re2
 
 from lakelog.platform.errors import InvalidRequest
 from lakelog.platform.groups.assignors import ASSIGNORS, BY_NAME, is_cooperative
+from lakelog.platform.groups.classic import ClassicGroup
 from lakelog.platform.groups.errors import (
     FencedInstanceId,
     InconsistentGroupProtocol,
@@ -106,9 +107,16 @@ class Group:
     assign_at: float | None = None  # the delayed first assignment of a group that was empty
     handoff: dict[TopicPartition, str] = field(default_factory=dict)  # cooperative: waiting on a revoke
     partitions_seen: dict[str, int] = field(default_factory=dict)
+    classic: ClassicGroup | None = None  # Kafka clients' members (the classic protocol), never mixed with these
+
+    @property
+    def kafka_members(self) -> bool:
+        return self.classic is not None and not self.classic.empty
 
     @property
     def state(self) -> str:
+        if self.kafka_members:
+            return self.classic.state  # type: ignore[union-attr]
         if not self.members:
             return "Empty"
         if self.assign_at is not None or self.handoff:
@@ -149,6 +157,9 @@ class Membership:
         check_group_id(group_id)
         pattern = self.check_options(options)
         group = self.groups.setdefault(group_id, Group(group_id))
+        if group.kafka_members:
+            raise InconsistentGroupProtocol(
+                f"group {group_id!r} has Kafka-protocol members: an HTTP member cannot join it")
         if group.members and group.assignor != options.assignor:
             raise InconsistentGroupProtocol(
                 f"group {group_id!r} uses assignor {group.assignor!r}; this member asked for {options.assignor!r}"
