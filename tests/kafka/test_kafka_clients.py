@@ -57,3 +57,16 @@ def test_produce_consume_commit_resume(start_server, client) -> None:  # noqa: F
     committed = httpx.get(f"{server.url}/v1/groups/{group}").json()
     assert sum(o["offset"] for o in committed["offsets"]) == 30 + 10 + 12
     assert_topic_intact(server.root, topic)
+
+
+def test_kafka_produced_records_read_over_http_at_their_offsets(start_server) -> None:  # noqa: F811
+    server = start_server()
+    httpx.post(f"{server.url}/v1/topics", json={"name": "events", "partitions": PARTITIONS}).raise_for_status()
+    sent = records("k", 12)
+    placed = CLIENTS[1].produce(server.bootstrap, "events", sent)  # confluent-kafka, murmur2
+    for (key, value, headers, timestamp), (partition, offset) in zip(sent, placed):
+        fetched = httpx.get(f"{server.url}/v1/topics/events/partitions/{partition}/records",
+                            params={"offset": offset, "max_records": 1}).json()["records"][0]
+        assert (fetched["offset"], fetched["key"], fetched["value"], fetched["timestamp"]) == (
+            offset, key.decode(), value.decode(), timestamp)
+        assert [(h["key"], h["value"].encode()) for h in fetched["headers"]] == headers

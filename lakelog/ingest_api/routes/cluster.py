@@ -32,7 +32,7 @@ async def describe_cluster(services: Svc, principal: Principal) -> Response:
     groups = services.coordinator.group_ids()
     return json_response({
         "node": view.local.node_id,
-        "nodes": [{"node_id": n.node_id, "address": n.address} for n in view.nodes],
+        "nodes": [{"node_id": n.node_id, "address": n.address, "kafka": n.kafka} for n in view.nodes],
         "topics": {t.name: view.owner(topic_key(t.name)).node_id for t in topics},
         "groups": {g: view.owner(group_key(g)).node_id for g in groups},
     })
