@@ -64,6 +64,10 @@ class TopicConfig(BaseModel):
     replication_factor: Int = Field(1, alias="replication.factor", ge=1, le=32767)
     min_insync_replicas: Int = Field(1, alias="min.insync.replicas", ge=1)
     partitioner: Literal["murmur2", "murmur3"] = "murmur2"
+    # How the Kafka listener compresses fetched batches (the records are stored in Parquet either way);
+    # "producer": lakelog does not keep a producer's codec, so fetches answer uncompressed.
+    compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
+        "producer", alias="compression.type")
 
     @field_validator("cleanup_policy")
     @classmethod

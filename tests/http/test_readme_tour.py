@@ -1,7 +1,7 @@
-"""README.md's tour, run as written: the shell blocks of the CLI and HTTP API sections, read from the README
-itself, run in order in one bash against a real `lakelog serve` on a free port (the README's `localhost:8080`
-rewritten to it) and `.venv/bin/lakelog` on the same root. Each command must exit 0 (or fail when the README
-shows it printing `error: ...`), and the output the README shows must match, with placeholders: `…` stands for
+"""README.md's tour, run as written: the shell blocks of the CLI, HTTP API and Kafka clients sections, read
+from the README itself, run in order in one bash against a real `lakelog serve` on a free port (the README's
+`localhost:8080` rewritten to it, `localhost:9092` to its Kafka listener) and `.venv/bin/lakelog` on the same
+root. Each command must exit 0 (or fail when the README shows it printing `error: ...`), and the output the README shows must match, with placeholders: `…` stands for
 anything, and timestamps, member ids, sizes and the like are any value. Aligned tables are printed only in a
 terminal, so their outputs are not compared. A block after `<!-- tour: skip -->` is not run."""
 
@@ -22,7 +22,7 @@ from tests.http.conftest import REPO, ProcessServer
 README = REPO / "README.md"
 # The sections of the tour, in README order; each runs against the same root and server.
 SECTIONS = ["Topics (CLI)", "Produce and consume (CLI)", "Consumer groups (CLI)",
-            "Topics", "Produce", "Fetch (no group)", "Consumer groups"]
+            "Topics", "Produce", "Fetch (no group)", "Consumer groups", "Kafka clients"]
 SKIP_MARK = "<!-- tour: skip -->"
 PLACEHOLDERS = [  # (a regex over the README's text after escaping, what any run may print there)
     (r'("(?:timestamp|size_bytes|last_heartbeat_ms_ago)":(?:\\ )?)\d+', r"\g<1>\\d+"),
@@ -88,10 +88,10 @@ def shows_table(expected: list[str]) -> bool:
     return any("───" in line for line in expected)
 
 
-def script(tour: list[Command], port: int) -> str:
+def script(tour: list[Command], port: int, bootstrap: str) -> str:
     lines = ["set -u"]
     for i, command in enumerate(tour):
-        text = command.text.replace("localhost:8080", f"127.0.0.1:{port}")
+        text = command.text.replace("localhost:8080", f"127.0.0.1:{port}").replace("localhost:9092", bootstrap)
         lines += [f"printf '\\n@@@ {i} begin\\n'", "{", text, "} 2>&1", f"printf '\\n@@@ {i} rc %s\\n' $?"]
     return "\n".join(lines) + "\n"
 
@@ -105,7 +105,7 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     server = ProcessServer(str(tmp_path / "data"), env={  # the default rebalance delay, as `make run` has
         "PYTHONPATH": env["PYTHONPATH"], "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "3000"}).start()
     try:
-        run = subprocess.run(["bash", "-c", script(tour, server.port)], cwd=tmp_path, env=env,
+        run = subprocess.run(["bash", "-c", script(tour, server.port, server.bootstrap)], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     finally:
         server.terminate()

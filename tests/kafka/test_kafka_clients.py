@@ -70,3 +70,24 @@ def test_kafka_produced_records_read_over_http_at_their_offsets(start_server) ->
         assert (fetched["offset"], fetched["key"], fetched["value"], fetched["timestamp"]) == (
             offset, key.decode(), value.decode(), timestamp)
         assert [(h["key"], h["value"].encode()) for h in fetched["headers"]] == headers
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_produce_and_fetch(start_server, codec: str) -> None:  # noqa: F811
+    """The producer compresses its batches; the topic's compression.type compresses fetched ones."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    server = start_server()
+    httpx.post(f"{server.url}/v1/topics", json={"name": "z", "config": {"compression.type": codec}}).raise_for_status()
+    producer = Producer({"bootstrap.servers": server.bootstrap, "compression.type": codec, "linger.ms": 20})
+    for i in range(200):
+        producer.produce("z", key=b"k%d" % i, value=b"value %d " % i * 20)
+    assert producer.flush(20) == 0
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("z", 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 200 and time.monotonic() < deadline:
+        got += [m for m in consumer.consume(200, 0.5) if not m.error()]
+    consumer.close()
+    assert [(m.offset(), m.value()) for m in got] == [(i, b"value %d " % i * 20) for i in range(200)]

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
-from lakelog.kafka_api.batches import encode_fetch
+from lakelog.kafka_api.batches import COMPRESSION, encode_fetch
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
 from lakelog.kafka_api.protocol import Call
@@ -28,7 +28,7 @@ PartitionData = TopicData.PartitionData
 OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 OffsetsPartition = OffsetsTopic.ListOffsetsPartitionResponse
 MAX_RECORDS = 1_000_000  # the byte limits govern; this only bounds one read
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST = -1, -2
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,23 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
     wait_ms = min(request.max_wait_ms, services.settings.max_poll_timeout_ms)
     found = await blocking(read_partitions, services.broker, wanted, request.max_bytes or 2**31 - 1,
                            max(request.min_bytes, 1), wait_ms)
-    compression = 0
     responses: dict[str, list[PartitionData]] = {}
     for topic in request.topics:
+        compression = _compression(services, topic.topic)
         for p in topic.partitions:
             key = (topic.topic, p.partition)
             responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
                                                                     compression))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
                          responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
+
+
+def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
+    """The codec of the topic's `compression.type` (the topic is open: the fetch read it)."""
+    try:
+        return COMPRESSION[services.broker.topic(topic).config.compression_type]
+    except LakelogError:
+        return 0
 
 
 def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
