@@ -1,0 +1,346 @@
+"""Kafka listener benchmarks: lakelog's Kafka wire protocol against its HTTP Arrow path and a raw read.
+
+`lakelog serve --no-jobs`, its Kafka listener on a free port; the clients run in this process, on the
+same machine: client and server share its cores, on both sides of each ratio.
+
+Produce: the same keyed records (keys `key-<i>`, 100-byte values, 8 partitions) sent by confluent-kafka's
+Producer (acks=all, idempotent, linger.ms=5; poll(0) after each produce() serves the delivery callbacks)
+and, to another topic of the same server, as Arrow IPC streams of 10,000 records POSTed by 4 clients (the
+http suite's Arrow shape), in alternated rounds so that other load on the machine hits both paths alike.
+Both keep at most 40,000 records in flight (the producer's queue.buffering.max.messages; 4 requests of
+10,000), so their latencies compare. A record's delivery latency: its delivery callback's time minus its
+produce() call's; through HTTP, its request's latency.
+
+Consume: a 1,000,000-record topic of the same shape, written through the HTTP Arrow path, read from
+earliest to the end by confluent-kafka's Consumer with a manual assign (no group) on a fresh server
+process (no tail cache: the fetches read the files), against deltalake reading the same table (all
+columns) to Arrow in this process; alternated too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import psutil
+import pyarrow as pa
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from deltalake import DeltaTable
+from rich.console import Console
+
+from benchmarks.common import Figure, percentile
+from lakelog.platform.layout import topic_path
+
+SUITE = "kafka"
+REPO = Path(__file__).resolve().parents[1]
+PARTITIONS = 8
+VALUE = b"v" * 100
+ARROW_BATCH = 10_000  # records per HTTP request, as in the http suite's Arrow figure
+HTTP_CLIENTS = 4
+IN_FLIGHT = ARROW_BATCH * HTTP_CLIENTS  # records outstanding at most, on both produce paths
+PRODUCE_RECORDS = 3_000_000  # by each path, in PRODUCE_ROUNDS alternated rounds
+PRODUCE_ROUNDS = 3
+CONSUME_RECORDS = 1_000_000
+CONSUME_ROUNDS = 2
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+PRODUCE_TARGET, CONSUME_TARGET = 0.7, 0.5
+Run = tuple[float, int, list[float], int]  # seconds, records, per-record latencies (ms), errors
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`lakelog serve --no-jobs` with its Kafka listener on a free port."""
+
+    def __init__(self, root: str) -> None:
+        self.port, self.kafka_port = _free_port(), _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port",
+                                      str(self.port), "--kafka-port", str(self.kafka_port), "--no-jobs"], cwd=REPO,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    with socket.create_connection(("127.0.0.1", self.kafka_port), timeout=1):
+                        break
+            except (httpx.HTTPError, OSError):
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.proc.kill()
+                raise RuntimeError("the benchmark server did not start")
+            time.sleep(0.1)
+        self.process = psutil.Process(self.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        return _cpu(self.process)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _keys(start: int, n: int) -> list[bytes]:
+    return [f"key-{i}".encode() for i in range(start, start + n)]
+
+
+def _arrow_body(keys: list[bytes]) -> bytes:
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array([VALUE] * len(keys), pa.binary())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def arrow_produce(url: str, topic: str, n: int, first: int = 0) -> Run:
+    """N records (keys from `first` on) as Arrow IPC requests of ARROW_BATCH, HTTP_CLIENTS closed-loop
+    clients; the latency of a record is its request's. Each client builds its request's stream from the
+    keys, as a client would."""
+    chunks = iter(range(first, first + n, ARROW_BATCH))
+    lock = threading.Lock()
+    latencies: list[float] = []
+    errors = [0]
+
+    def client() -> None:
+        with httpx.Client(base_url=url, timeout=120) as c:
+            while True:
+                with lock:
+                    start = next(chunks, None)
+                if start is None:
+                    return
+                count = min(ARROW_BATCH, first + n - start)
+                body = _arrow_body(_keys(start, count))
+                sent = time.perf_counter()
+                response = c.post(f"/v1/topics/{topic}/records", content=body, headers={"content-type": ARROW_STREAM})
+                took = (time.perf_counter() - sent) * 1000
+                with lock:
+                    latencies.extend([took] * count)
+                    if response.status_code != 200:
+                        errors[0] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(HTTP_CLIENTS)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started, n, latencies, errors[0]
+
+
+def kafka_produce(bootstrap: str, topic: str, n: int, first: int = 0) -> Run:
+    """N keyed records (keys from `first` on) through one confluent-kafka Producer: seconds from the first
+    produce() to the last delivery; a record's latency is its delivery callback's time minus its
+    produce()'s; errors are failed deliveries."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "queue.buffering.max.messages": IN_FLIGHT})
+    producer.list_topics(topic, timeout=30)  # metadata and the connection, outside the timing
+    sent = [0.0] * n
+    latencies: list[float] = []
+    failed = [0]
+    clock = time.perf_counter
+
+    def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
+        now = clock()
+        if err is not None:
+            failed[0] += 1
+            return
+        latencies.append((now - sent[int(msg.key()[4:]) - first]) * 1000)
+
+    produce, poll = producer.produce, producer.poll
+    started = clock()
+    for i in range(n):
+        key = f"key-{first + i}".encode()
+        while True:
+            try:
+                sent[i] = clock()
+                produce(topic, VALUE, key, on_delivery=delivered)
+                break
+            except BufferError:  # IN_FLIGHT records outstanding: wait for deliveries
+                poll(0.005)
+        poll(0)  # confluent-kafka's usual loop: delivery callbacks served as they come
+    while len(latencies) + failed[0] < n:
+        producer.flush(1)
+    elapsed = clock() - started
+    return elapsed, n, latencies, failed[0]
+
+
+def kafka_consume(bootstrap: str, topic: str, n: int) -> Run:
+    """Every partition assigned from the beginning (no group), read until N records (no latencies)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lakelog-bench-unused",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False})
+    try:
+        consumer.list_topics(topic, timeout=30)
+        started = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        count = 0
+        deadline = time.monotonic() + 600
+        while count < n and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 1.0):
+                error = message.error()
+                if error is None:
+                    count += 1
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"consume failed: {error}")
+        return time.perf_counter() - started, count, [], 0
+    finally:
+        consumer.close()
+
+
+def raw_read(root: str, topic: str) -> tuple[float, int]:
+    """deltalake opens the topic's table and reads all its columns to Arrow: seconds, records."""
+    started = time.perf_counter()
+    table = DeltaTable(os.path.join(root, topic_path(topic))).to_pyarrow_table()
+    return time.perf_counter() - started, table.num_rows
+
+
+def _create(url: str, *topics: str) -> None:
+    with httpx.Client(base_url=url, timeout=30) as c:
+        for topic in topics:
+            c.post("/v1/topics", json={"name": topic, "partitions": PARTITIONS}).raise_for_status()
+
+
+class Phase:
+    """Wall time, records and CPU seconds of the server and of this process (the clients, librdkafka's threads
+    included) summed over the rounds of one path."""
+
+    def __init__(self) -> None:
+        self.wall_s = self.server_s = self.client_s = 0.0
+        self.records = 0
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.rates: list[float] = []
+
+    def measure(self, server: Server, func: Callable[..., Run], *args: Any) -> None:
+        client = psutil.Process()
+        server_s, client_s = server.cpu_seconds(), _cpu(client)
+        seconds, records, latencies, errors = func(*args)
+        self.server_s += server.cpu_seconds() - server_s
+        self.client_s += _cpu(client) - client_s
+        self.latencies += latencies
+        self.wall_s += seconds
+        self.records += records
+        self.errors += errors
+        self.rates.append(records / seconds)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.wall_s
+
+    def per_cpu(self) -> float:
+        return self.records / (self.server_s + self.client_s)
+
+    def note(self) -> str:
+        spread = ", ".join(f"{r:,.0f}" for r in self.rates)
+        return (f"rounds {spread}; server {self.records / self.server_s:,.0f} records/CPU-s; CPU-s in "
+                f"{self.wall_s:.1f} s: server {self.server_s:.1f}, clients {self.client_s:.1f}")
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def run(console: Console, quick: bool = False) -> list[Figure]:
+    produce_n = 200_000 if quick else PRODUCE_RECORDS
+    consume_n = 200_000 if quick else CONSUME_RECORDS
+    per_round = produce_n // PRODUCE_ROUNDS // ARROW_BATCH * ARROW_BATCH
+    work = tempfile.mkdtemp(prefix="lakelog-bench-kafka-")
+    root = os.path.join(work, "root")
+    arrow, kafka, consume = Phase(), Phase(), Phase()
+    raw_seconds: list[float] = []
+    raw_rows, raw_cpu = 0, 0.0
+    load = os.getloadavg()[0]
+    try:
+        server = Server(root)
+        try:
+            _create(server.url, "warm-kafka", "warm-arrow", "produce-kafka", "produce-arrow", "consume")
+            console.log("kafka: warm-up (20,000 records each path)")
+            kafka_produce(server.bootstrap, "warm-kafka", 20_000)
+            arrow_produce(server.url, "warm-arrow", 20_000)
+            for r in range(PRODUCE_ROUNDS):  # alternated, so that other load on the machine hits both alike
+                console.log(f"kafka: produce round {r + 1} of {PRODUCE_ROUNDS}: {per_round:,} records by each path")
+                arrow.measure(server, arrow_produce, server.url, "produce-arrow", per_round, r * per_round)
+                kafka.measure(server, kafka_produce, server.bootstrap, "produce-kafka", per_round, r * per_round)
+            console.log(f"kafka: writing the {consume_n:,}-record topic through HTTP Arrow")
+            _, _, _, errors = arrow_produce(server.url, "consume", consume_n)
+            if errors:
+                raise RuntimeError(f"populating the consume topic: {errors} failed requests")
+        finally:
+            server.stop()
+        for r in range(CONSUME_ROUNDS):
+            console.log(f"kafka: consume round {r + 1} of {CONSUME_ROUNDS}: raw deltalake read, then "
+                        "confluent-kafka from earliest on a fresh server")
+            cpu = _cpu(psutil.Process())
+            seconds, raw_rows = raw_read(root, "consume")
+            raw_cpu += _cpu(psutil.Process()) - cpu
+            raw_seconds.append(seconds)
+            server = Server(root)  # a fresh node: no tail cache nor footer cache, the fetches read the files
+            try:
+                consume.measure(server, kafka_consume, server.bootstrap, "consume", consume_n)
+            finally:
+                server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    produce_ratio = kafka.rate / arrow.rate
+    raw_rate = raw_rows * len(raw_seconds) / sum(raw_seconds)
+    consume_ratio = consume.rate / raw_rate
+    arrow_p99, kafka_p99 = percentile(arrow.latencies, 99), percentile(kafka.latencies, 99)
+    shape = f"{arrow.records:,} keyed records, 100-byte values, {PARTITIONS} partitions"
+    arrow_per_cpu, kafka_per_cpu = arrow.per_cpu(), kafka.per_cpu()
+    raw_per_cpu, consume_per_cpu = raw_rows * len(raw_seconds) / raw_cpu, consume.per_cpu()
+    return [
+        Figure(SUITE, f"produce via HTTP Arrow IPC, {ARROW_BATCH:,} records/request, {HTTP_CLIENTS} clients",
+               arrow.rate, "records/s", note=f"reference; {shape}; {arrow.errors} errors; {arrow.note()}; the "
+                                             f"machine's 1-minute load average at the start: {load:.1f}"),
+        Figure(SUITE, "produce via the Kafka listener, confluent-kafka, acks=all, idempotent, linger.ms=5",
+               kafka.rate, "records/s", f">= {PRODUCE_TARGET}x HTTP Arrow", produce_ratio >= PRODUCE_TARGET,
+               produce_ratio, f"ratio to HTTP Arrow; the same records; {kafka.errors} failed; {kafka.note()}"),
+        Figure(SUITE, "produce, HTTP Arrow: records per CPU-second, server and clients together", arrow_per_cpu,
+               "records/CPU-s", note="reference"),
+        Figure(SUITE, "produce, Kafka: records per CPU-second, server and clients together", kafka_per_cpu,
+               "records/CPU-s", ratio=kafka_per_cpu / arrow_per_cpu,
+               note="ratio to HTTP Arrow: the throughput ratio expected when the cores are the limit"),
+        Figure(SUITE, "produce delivery latency p50, HTTP Arrow (each request's, for each of its records)",
+               percentile(arrow.latencies, 50), "ms"),
+        Figure(SUITE, "produce delivery latency p99, HTTP Arrow (each request's, for each of its records)",
+               arrow_p99, "ms", note=f"{arrow.records // ARROW_BATCH} requests"),
+        Figure(SUITE, "produce delivery latency p50, Kafka (delivery callback minus produce())",
+               percentile(kafka.latencies, 50), "ms"),
+        Figure(SUITE, "produce delivery latency p99, Kafka (delivery callback minus produce())", kafka_p99, "ms",
+               ratio=kafka_p99 / arrow_p99, note=f"ratio to HTTP Arrow; at most {IN_FLIGHT:,} records in flight "
+                                                 "on both paths"),
+        Figure(SUITE, "raw read: deltalake DeltaTable(...).to_pyarrow_table(), all columns", raw_rate, "records/s",
+               note=f"reference; {raw_rows:,} records, in this process; rounds "
+                    + ", ".join(f"{raw_rows / s:,.0f}" for s in raw_seconds)),
+        Figure(SUITE, f"consume via the Kafka listener, confluent-kafka, manual assign of {PARTITIONS} partitions "
+                      "from earliest", consume.rate, "records/s", f">= {CONSUME_TARGET}x raw read",
+               consume_ratio >= CONSUME_TARGET, consume_ratio,
+               f"ratio to the raw read; {consume_n:,} records of 100-byte values each round; fresh server; "
+               f"{consume.note()}"),
+        Figure(SUITE, "consume, Kafka: records per CPU-second, server and consumer together", consume_per_cpu,
+               "records/CPU-s", ratio=consume_per_cpu / raw_per_cpu,
+               note=f"ratio to the raw read's {raw_per_cpu:,.0f} records/CPU-s"),
+    ]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for figure in run(Console(stderr=True), quick="--quick" in sys.argv):
+        print(figure)
