@@ -52,7 +52,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port",
-                                      str(self.port)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                      str(self.port), "--kafka-port", "0"], cwd=REPO, env=env,
+                                     stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while True:

@@ -579,24 +579,28 @@ class TopicLog:
             return _with_partition(TOPIC_FILE_SCHEMA.empty_table(), partition)
         pieces = self.tail.read(partition, offset, max_records)
         if not pieces:
-            pieces = self._read_files(partition, offset, max_records)
+            pieces = self._read_files(partition, offset, max_records, max_bytes)
         table = pa.concat_tables(pieces) if pieces else TOPIC_FILE_SCHEMA.empty_table()
         table = table.slice(0, max_records)
         if max_bytes is not None:
             table = _limit_bytes(table, max_bytes)
         return _with_partition(table, partition)
 
-    def _read_files(self, partition: int, offset: int, max_records: int) -> list[pa.Table]:
+    def _read_files(self, partition: int, offset: int, max_records: int, max_bytes: int | None) -> list[pa.Table]:
+        """Files from `offset` on, until `max_records` or `max_bytes` (keys and values) are read: a fetch
+        with a byte budget reads what it answers, not the rest of the partition."""
         with self._lock:
             files = list(self._index.partition(partition).files_from(offset))
         pieces: list[pa.Table] = []
-        wanted = max_records
+        wanted, budget = max_records, max_bytes
         for segment in files:
             table = self._read_segment(segment, offset)
             if table.num_rows:
                 pieces.append(table.slice(0, wanted))
                 wanted -= min(table.num_rows, wanted)
-            if wanted <= 0:
+                if budget is not None:
+                    budget -= _payload_bytes(pieces[-1])
+            if wanted <= 0 or (budget is not None and budget <= 0):
                 break
         return pieces
 
@@ -697,14 +701,22 @@ def _with_partition(table: pa.Table, partition: int) -> pa.Table:
     return table.add_column(0, pa.field("partition", pa.int32(), nullable=False), column)
 
 
+def _record_bytes(table: pa.Table) -> pa.Array:
+    return pc.add(
+        pc.fill_null(pc.binary_length(table.column("key")), 0),
+        pc.fill_null(pc.binary_length(table.column("value")), 0),
+    )
+
+
+def _payload_bytes(table: pa.Table) -> int:
+    return int(pc.sum(_record_bytes(table)).as_py() or 0)
+
+
 def _limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
     """Cut at `max_bytes` of keys and values, but always keep the first record (as Kafka does)."""
     if table.num_rows <= 1:
         return table
-    sizes = pc.add(
-        pc.fill_null(pc.binary_length(table.column("key")), 0),
-        pc.fill_null(pc.binary_length(table.column("value")), 0),
-    )
+    sizes = _record_bytes(table)
     cumulative = np.cumsum(sizes.to_numpy(zero_copy_only=False))
     keep = max(int(np.searchsorted(cumulative, max_bytes, side="right")), 1)
     return table.slice(0, keep)

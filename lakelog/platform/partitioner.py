@@ -143,6 +143,8 @@ class Partitioner:
                 raise UnknownTopicOrPartition(
                     f"partition {wrong} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
                 )
+            if None not in explicit:  # every record placed by the caller (a Kafka client's batch): no hashing
+                return np.asarray(explicit, dtype=np.int32)
         if len(keys) <= SMALL_BATCH:  # the common tiny request: key by key, no array work
             return self._assign_few(keys.to_pylist() if isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys,
                                     explicit, partitions)
