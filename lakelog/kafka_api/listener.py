@@ -2,7 +2,11 @@
 
 Each connection reads frames and answers them in order, as Kafka requires, while the calls themselves
 run concurrently (a producer's pipelined requests reach the broker in the order they were sent: each
-handler submits before its first await). With authentication on, a connection must pass SASL/PLAIN
+handler submits before its first await). The group coordinator's calls of one connection are the
+exception: each starts once the one before has its answer, as every call does in Kafka, which
+handles one request per connection at a time. Clients rely on it: a consumer's OffsetCommit followed by
+its JoinGroup must be durable before that JoinGroup can end the rebalance and hand the partition to a
+member that reads the committed offset. With authentication on, a connection must pass SASL/PLAIN
 (`sasl.py`) before anything but ApiVersions and the SASL calls.
 """
 
@@ -26,6 +30,8 @@ log = logging.getLogger(__name__)
 BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
 CLOSE = object()  # the answer that ends a connection (None: a call without an answer, as acks=0)
 IN_FLIGHT = 64  # requests read ahead of their answers, per connection (Kafka clients send up to 5)
+ONE_AT_A_TIME = frozenset({ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
+                           ApiKey.OffsetCommit, ApiKey.OffsetFetch})  # the group coordinator's calls
 
 
 class KafkaListener:
@@ -77,6 +83,7 @@ class Connection:
         self.context = context
         self.reader, self.writer = reader, writer
         self.answers: asyncio.Queue[Awaitable[Any]] = asyncio.Queue(IN_FLIGHT)
+        self.group_call: asyncio.Future[Any] | None = None  # the latest of ONE_AT_A_TIME
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send())
@@ -108,6 +115,9 @@ class Connection:
             log.warning("closing a Kafka connection from %s: %s before SASL authentication",
                         self.context.peer, ApiKey(call.api_key).name)
             return _ready(CLOSE)
+        if call.api_key in ONE_AT_A_TIME:
+            self.group_call = asyncio.ensure_future(self._answer_after(self.group_call, call))
+            return self.group_call
         return asyncio.ensure_future(self._answer(call))
 
     def _needs_authentication(self, call: Call) -> bool:
@@ -125,6 +135,11 @@ class Connection:
             code = errors.error_code(exc)
             return protocol.error_answer(call.api_key, call.version, call.correlation_id, code)
         return None if response is None else call.answer(response)
+
+    async def _answer_after(self, previous: asyncio.Future[Any] | None, call: Call) -> bytes | None:
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome is its own answer's business
+        return await self._answer(call)
 
     async def _send(self) -> None:
         while True:

@@ -1,0 +1,518 @@
+"""A Kafka consumer group of three members on three different clients, per assignor (range, roundrobin,
+cooperative-sticky): one member leaves cleanly, one is SIGKILLed, the partitions move each time, nothing
+produced goes unprocessed, and a record is processed twice only inside an uncommitted window.
+
+Roles and clients per assignor (survivor, clean leaver, killed):
+
+- range: kafka-python, aiokafka, confluent-kafka
+- roundrobin: confluent-kafka, kafka-python, aiokafka
+- cooperative-sticky: confluent-kafka, kafka-python, kafka-python. aiokafka has no cooperative-sticky
+  assignor (its "sticky" is the eager KIP-54 one, another protocol name), so kafka-python plays the
+  killed member too.
+
+The survivor and the leaver run in threads of the test process; the killed member runs in a subprocess
+(this module's `member_main`) and gets SIGKILL: no LeaveGroup, its session runs out. A producer keeps
+writing keyed records over HTTP meanwhile. Every member polls, writes what it processed to its journal
+(a file, written through before it commits), then commits those partitions synchronously; a partition
+whose commit failed is committed again (at the client's position) while the member still owns it.
+The killed member takes 300 ms over each batch and is killed in the middle of one, after the leave.
+
+Checked over HTTP: all three members own partitions; after the leave the other two own them all; after
+the kill, once the session timed out, the survivor owns them all; its commits reach the log end offsets.
+From the journals: every produced (partition, offset) was processed by someone; the killed member's last
+batch was processed again by the survivor; a (partition, offset) processed again was, the time before,
+processed by a member that either died before committing it or whose commit of it failed, and no commit
+past it succeeded between the two (the time a clean leaver would have closed with records uncommitted
+does not occur: its commits are synchronous). Then the topic is intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import pytest
+
+from tests.http.conftest import start_server  # noqa: F401  (the fixture)
+from tests.log_check import assert_topic_intact
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 6
+SESSION_MS = 6000  # a SIGKILLed member is noticed after this
+HEARTBEAT_MS = 1000
+MAX_POLL_MS = 20_000  # also the rebalance timeout: a join phase never waits longer for a member
+BATCH = 50  # records per poll at most
+KILLED_PROCESS_MS = 300  # the killed member's batches take this long: it is killed in the middle of one
+ROLES = ("survivor", "leaver", "killed")
+CASES = {
+    "range": ("kafka-python", "aiokafka", "confluent-kafka"),
+    "roundrobin": ("confluent-kafka", "kafka-python", "aiokafka"),
+    "cooperative-sticky": ("confluent-kafka", "kafka-python", "kafka-python"),  # aiokafka has none
+}
+
+
+# ---- the members: one loop, three clients --------------------------------------------------------------
+
+
+class Journal:
+    """A member's events, a JSON line each, handed to the OS as written: a SIGKILLed member's file still
+    holds everything it processed before it committed."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.file = open(path, "a", buffering=1)
+
+    def processed(self, records: list[tuple[int, int]]) -> None:
+        self.file.write(json.dumps({"t": time.monotonic(), "processed": records}) + "\n")
+
+    def committed(self, offsets: dict[int, int], error: str | None) -> None:
+        self.file.write(json.dumps({"t": time.monotonic(), "commit": offsets, "error": error}) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def member_loop(consumer: Any, journal: Journal, stop: threading.Event, process_s: float = 0) -> None:
+    """Poll, journal, take `process_s` to process a batch, commit synchronously what the batch processed
+    (plus any owned partition whose last commit failed), until `stop`; then close the consumer, which
+    leaves the group."""
+    dirty: set[int] = set()  # owned partitions whose last commit failed
+    try:
+        while not stop.is_set():
+            records = consumer.poll()
+            if records:
+                journal.processed(records)
+                time.sleep(process_s)  # the uncommitted window, made wide enough to be killed in
+            offsets: dict[int, int] = {}
+            for partition, offset in records:
+                offsets[partition] = max(offsets.get(partition, 0), offset + 1)
+            owned = consumer.assigned()
+            dirty &= owned  # a lost partition's new owner starts from the committed offset anyway
+            for partition in dirty - offsets.keys():
+                position = consumer.position(partition)
+                if position is not None and position >= 0:
+                    offsets[partition] = position
+            if not offsets:
+                continue
+            try:
+                consumer.commit(offsets)
+            except Exception as exc:  # e.g. REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: the window stays open
+                journal.committed(offsets, repr(exc)[:300])
+                dirty |= offsets.keys()
+            else:
+                journal.committed(offsets, None)
+                dirty -= offsets.keys()
+    finally:
+        consumer.close()
+        journal.close()
+
+
+@dataclass(frozen=True)
+class Config:
+    assignor: str
+    bootstrap: str
+    topic: str
+    group: str
+    client_id: str  # the member id the coordinator gives starts with it: how HTTP descriptions name roles
+    process_ms: int = 0  # how long processing a batch takes (between its journal line and its commit)
+
+
+class KafkaPythonMember:
+    def __init__(self, c: Config) -> None:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        strategy = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                    "cooperative-sticky": CooperativeStickyAssignor}[c.assignor]
+        self.topic = c.topic
+        self.consumer = KafkaConsumer(
+            c.topic, bootstrap_servers=c.bootstrap, group_id=c.group, client_id=c.client_id,
+            auto_offset_reset="earliest", enable_auto_commit=False, partition_assignment_strategy=[strategy],
+            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=MAX_POLL_MS,
+            max_poll_records=BATCH)
+
+    def poll(self) -> list[tuple[int, int]]:
+        return [(r.partition, r.offset) for rs in self.consumer.poll(timeout_ms=200).values() for r in rs]
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def position(self, partition: int) -> int | None:
+        from kafka import TopicPartition
+
+        return self.consumer.position(TopicPartition(self.topic, partition))
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        self.consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentMember:
+    def __init__(self, c: Config) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = c.topic
+        self.consumer = Consumer({
+            "bootstrap.servers": c.bootstrap, "group.id": c.group, "client.id": c.client_id,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "partition.assignment.strategy": c.assignor, "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS, "max.poll.interval.ms": MAX_POLL_MS})
+        self.consumer.subscribe([c.topic])
+
+    def poll(self) -> list[tuple[int, int]]:
+        return [(m.partition(), m.offset()) for m in self.consumer.consume(BATCH, 0.2) if not m.error()]
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def position(self, partition: int) -> int | None:
+        from confluent_kafka import TopicPartition
+
+        return self.consumer.position([TopicPartition(self.topic, partition)])[0].offset
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        answered = self.consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in offsets.items()],
+                                        asynchronous=False)
+        failed = [(tp.partition, str(tp.error)) for tp in answered or [] if tp.error]
+        if failed:
+            raise RuntimeError(f"commit refused: {failed}")
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class AioKafkaMember:
+    """aiokafka on an event loop of its own, run only inside this member's calls (its heartbeats too:
+    the loop never stops for more than a journal write)."""
+
+    def __init__(self, c: Config) -> None:
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        strategy = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[c.assignor]
+        self.topic = c.topic
+        self.loop = asyncio.new_event_loop()
+
+        async def start() -> Any:
+            from aiokafka import AIOKafkaConsumer
+
+            consumer = AIOKafkaConsumer(
+                c.topic, bootstrap_servers=c.bootstrap, group_id=c.group, client_id=c.client_id,
+                auto_offset_reset="earliest", enable_auto_commit=False, partition_assignment_strategy=(strategy,),
+                session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+                max_poll_interval_ms=MAX_POLL_MS)
+            await consumer.start()
+            return consumer
+
+        self.consumer = self.loop.run_until_complete(start())
+
+    def poll(self) -> list[tuple[int, int]]:
+        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=200, max_records=BATCH))
+        return [(r.partition, r.offset) for rs in batches.values() for r in rs]
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def position(self, partition: int) -> int | None:
+        from aiokafka import TopicPartition
+
+        return self.loop.run_until_complete(self.consumer.position(TopicPartition(self.topic, partition)))
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        from aiokafka import TopicPartition
+
+        self.loop.run_until_complete(self.consumer.commit({TopicPartition(self.topic, p): o
+                                                           for p, o in offsets.items()}))
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.consumer.stop())
+        finally:
+            self.loop.close()
+
+
+MEMBERS: dict[str, Callable[[Config], Any]] = {
+    "kafka-python": KafkaPythonMember, "confluent-kafka": ConfluentMember, "aiokafka": AioKafkaMember}
+
+
+def member_main(argv: list[str]) -> None:
+    """The killed member's subprocess: client, journal path, Config as JSON."""
+    client, journal, config = argv[0], argv[1], Config(**json.loads(argv[2]))
+    member_loop(MEMBERS[client](config), Journal(journal), threading.Event(), config.process_ms / 1000)
+
+
+class ThreadMember:
+    def __init__(self, client: str, config: Config, journal: Path) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(client, config, journal), daemon=True,
+                                       name=config.client_id)
+        self.thread.start()
+
+    def _run(self, client: str, config: Config, journal: Path) -> None:
+        try:
+            member_loop(MEMBERS[client](config), Journal(journal), self.stop, config.process_ms / 1000)
+        except BaseException as exc:
+            self.error = exc
+
+    def close(self, timeout_s: float = 30) -> None:
+        self.stop.set()
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"{self.thread.name} did not close"
+        assert self.error is None, f"{self.thread.name} failed: {self.error!r}"
+
+
+class ProcessMember:
+    def __init__(self, client: str, config: Config, journal: Path, stderr: Path) -> None:
+        script = "import sys; from tests.kafka.test_kafka_group_moves import member_main; member_main(sys.argv[1:])"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        self.stderr = open(stderr, "wb")
+        argv = [sys.executable, "-c", script, client, str(journal), json.dumps(asdict(config))]
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self.stderr)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self.stderr.close()
+
+
+# ---- the producer and what the journals say ------------------------------------------------------------
+
+
+class HttpProducer:
+    """Keyed records over HTTP, a small batch every 50 ms, until stopped."""
+
+    def __init__(self, url: str, topic: str) -> None:
+        self.url, self.topic = url, topic
+        self.placed: list[tuple[int, int]] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="producer")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with httpx.Client(base_url=self.url, timeout=30) as http:
+                n = 0
+                while not self.stop.is_set():
+                    body = {"records": [{"key": f"key-{n + i}", "value": f"value-{n + i}"} for i in range(10)]}
+                    response = http.post(f"/v1/topics/{self.topic}/records", json=body)
+                    response.raise_for_status()
+                    self.placed += [(o["partition"], o["offset"]) for o in response.json()["offsets"]]
+                    n += 10
+                    self.stop.wait(0.05)
+        except BaseException as exc:
+            self.error = exc
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        assert self.error is None, f"the producer failed: {self.error!r}"
+
+
+@dataclass(frozen=True)
+class Commit:
+    t: float
+    role: str
+    offsets: dict[int, int]
+    ok: bool
+
+
+def read_journal(path: Path, role: str) -> tuple[list[tuple[float, str, int, int]], list[Commit]]:
+    processed, commits = [], []
+    if not path.exists():
+        return processed, commits
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by SIGKILL
+            continue
+        if "processed" in event:
+            processed += [(event["t"], role, p, o) for p, o in event["processed"]]
+        else:
+            commits.append(Commit(event["t"], role, {int(p): o for p, o in event["commit"].items()},
+                                  event["error"] is None))
+    return processed, commits
+
+
+def last_event(path: Path) -> dict[str, Any] | None:
+    lines = path.read_text().splitlines() if path.exists() else []
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+
+
+def duplicates_outside_windows(processed: list[tuple[float, str, int, int]], commits: list[Commit],
+                               killed: str) -> list[str]:
+    """Each time a (partition, offset) is processed again, the member that processed it the time before
+    must not have committed past it: its commit of it failed, or it was killed before it committed. And no
+    commit past it may have succeeded in between."""
+    times: dict[tuple[int, int], list[tuple[float, str]]] = defaultdict(list)
+    for t, role, p, o in processed:
+        times[(p, o)].append((t, role))
+    problems = []
+    for (p, o), seen in sorted(times.items()):
+        seen.sort()
+        for (t1, first), (t2, again) in zip(seen, seen[1:]):
+            past = [c for c in commits if c.ok and c.offsets.get(p, -1) > o and t1 <= c.t <= t2]
+            if past:
+                problems.append(f"{p}:{o} processed by {first}, committed past by {past[0].role}, "
+                                f"processed again by {again}")
+                continue
+            attempt = next((c for c in sorted(commits, key=lambda c: c.t)
+                            if c.role == first and c.t >= t1 and c.offsets.get(p, -1) > o), None)
+            if attempt is None and first != killed:
+                problems.append(f"{p}:{o} processed by {first}, never committed, processed again by {again}")
+            elif attempt is not None and attempt.ok:
+                problems.append(f"{p}:{o} processed by {first}, committed at {attempt.t - t1:+.3f}s, "
+                                f"processed again by {again} at {t2 - t1:+.3f}s")
+    return problems
+
+
+# ---- the group over HTTP --------------------------------------------------------------------------------
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float, seen: Callable[[], Any] = lambda: None) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last seen: {seen()}")
+        time.sleep(0.1)
+
+
+def owned_by(http: httpx.Client, group: str, roles: set[str]) -> Callable[[], bool]:
+    """A check: the group is Stable, exactly `roles` are its members (the member id starts with the client
+    id, which starts with the role), each owns partitions, together all of them, none twice."""
+    def check() -> bool:
+        response = http.get(f"/v1/groups/{group}")
+        if response.status_code != 200 or response.json()["state"] != "Stable":
+            return False
+        members = response.json()["members"]
+        owned = [a["partition"] for m in members for a in m["assignment"]]
+        assert len(owned) == len(set(owned)), f"a partition owned twice in a Stable group: {members}"
+        return (sorted(m["member_id"].split("-")[0] for m in members) == sorted(roles)
+                and all(m["assignment"] for m in members) and set(owned) == set(range(PARTITIONS)))
+    return check
+
+
+def end_offsets(http: httpx.Client, topic: str) -> dict[int, int]:
+    return {p["partition"]: p["log_end_offset"] for p in http.get(f"/v1/topics/{topic}").json()["partitions"]}
+
+
+def committed_offsets(http: httpx.Client, group: str, topic: str) -> dict[int, int]:
+    offsets = http.get(f"/v1/groups/{group}/offsets").json()["offsets"]
+    return {o["partition"]: o["offset"] for o in offsets if o["topic"] == topic}
+
+
+# ---- the test ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("assignor", list(CASES))
+def test_one_leaves_one_dies_partitions_move(start_server, tmp_path: Path, assignor: str) -> None:  # noqa: F811
+    server = start_server()
+    topic, group = f"moves-{assignor}", f"movers-{assignor}"
+    clients = dict(zip(ROLES, CASES[assignor]))
+    journals = {role: tmp_path / f"{role}.jsonl" for role in ROLES}
+    http = server.client()
+    assert http.post("/v1/topics", json={"name": topic, "partitions": PARTITIONS}).status_code == 201
+
+    def config(role: str, process_ms: int = 0) -> Config:
+        return Config(assignor, server.bootstrap, topic, group, f"{role}-{clients[role]}", process_ms)
+
+    started = time.monotonic()
+    producer = HttpProducer(server.url, topic)
+    killed = ProcessMember(clients["killed"], config("killed", process_ms=KILLED_PROCESS_MS), journals["killed"],
+                           tmp_path / "killed.stderr")
+    survivor = ThreadMember(clients["survivor"], config("survivor"), journals["survivor"])
+    leaver = ThreadMember(clients["leaver"], config("leaver"), journals["leaver"])
+    timings = {}
+
+    def group_seen() -> Any:
+        return http.get(f"/v1/groups/{group}").json()
+
+    def mid_batch() -> bool:  # processing a batch it got after the leave, not committed yet
+        event = last_event(journals["killed"])
+        return (event is not None and "processed" in event and event["t"] > left
+                and time.monotonic() - event["t"] < KILLED_PROCESS_MS / 3000)
+
+    try:
+        wait_for("three members sharing the partitions", owned_by(http, group, set(ROLES)), 30, group_seen)
+        wait_for("every member processing", lambda: all(read_journal(journals[r], r)[0] for r in ROLES), 15)
+        timings["three members"] = time.monotonic() - started
+
+        leaver.close()  # LeaveGroup
+        left = time.monotonic()
+        wait_for("the leaver's partitions to move", owned_by(http, group, {"survivor", "killed"}), 15, group_seen)
+        timings["leave moved"] = time.monotonic() - left
+
+        wait_for("the killed member in the middle of a batch", mid_batch, 10)
+        killed.kill()  # no LeaveGroup, no commit of that batch: its session runs out
+        died = time.monotonic()
+        last = last_event(journals["killed"])
+        assert last is not None and "processed" in last, "killed after it committed its batch"
+        window = {(p, o) for p, o in last["processed"]}  # processed, never committed
+        wait_for("the dead member's partitions to move", owned_by(http, group, {"survivor"}),
+                 SESSION_MS / 1000 + 15, group_seen)
+        timings["death moved"] = time.monotonic() - died
+        assert timings["death moved"] > SESSION_MS / 1000 - HEARTBEAT_MS / 1000  # it took the session timeout
+
+        producer.close()
+        ends = end_offsets(http, topic)
+        drain = time.monotonic()
+        wait_for("the survivor to commit everything", lambda: committed_offsets(http, group, topic) == ends, 20,
+                 lambda: (committed_offsets(http, group, topic), ends))
+        timings["drained"] = time.monotonic() - drain
+    except BaseException:
+        print("the killed member's stderr:", (tmp_path / "killed.stderr").read_text()[-3000:])
+        raise
+    finally:
+        producer.stop.set()
+        killed.kill()
+        survivor.stop.set()
+        leaver.stop.set()
+    survivor.close()
+    leaver.close()
+    assert committed_offsets(http, group, topic) == ends  # and the survivor's close took nothing back
+    http.close()
+    timings["total"] = time.monotonic() - started
+    print(f"{assignor}: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+    produced = set(producer.placed)
+    assert len(produced) == len(producer.placed)
+    assert produced == {(p, o) for p, end in ends.items() for o in range(end)}  # the only writer
+    assert all(ends.values()), ends
+    processed, commits = [], []
+    for role in ROLES:
+        events = read_journal(journals[role], role)
+        processed += events[0]
+        commits += events[1]
+    assert produced - {(p, o) for _, _, p, o in processed} == set()  # nothing lost
+    again = {(p, o) for t, role, p, o in processed if role == "survivor" and t > died}
+    assert window <= again, f"the killed member's uncommitted records not processed again: {window - again}"
+    problems = duplicates_outside_windows(processed, commits, killed="killed")
+    assert not problems, f"{len(problems)} duplicates outside uncommitted windows: {problems[:10]}"
+    assert_topic_intact(server.root, topic)
