@@ -13,7 +13,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from lakelog.ingest_api import console, errors, openapi
+from lakelog.ingest_api import api_docs, console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.cluster_routing import GroupRouting
@@ -217,7 +217,9 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
                 await anyio.to_thread.run_sync(stop_services, app.state.services)
             app.state.services = None
 
-    app = FastAPI(title="lakelog", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="lakelog", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)  # api_docs serves them from the package, no CDN
+    api_docs.install(app)
 
     def count_error(code: str) -> None:
         services = getattr(app.state, "services", None)

@@ -5,6 +5,7 @@
 <root>/_control/consumer_offsets    committed offsets of consumer groups
 <root>/_control/acls                access-control lists
 <root>/_control/replicas            replica sets, leaders and epochs
+<root>/_control/job_runs            what each scheduled maintenance job run did
 <root>/_staging/sink                the Spark sink's staged files (deleted at commit)
 <root>/_cluster/nodes/<node id>     one heartbeat object per live `lakelog serve` node
 <root>/topics/<topic>               a topic's table
@@ -17,6 +18,7 @@ CATALOG_TABLE = "_catalog/topics"
 OFFSETS_TABLE = "_control/consumer_offsets"
 ACLS_TABLE = "_control/acls"
 REPLICAS_TABLE = "_control/replicas"
+JOB_RUNS_TABLE = "_control/job_runs"
 SINK_STAGING = "_staging/sink"
 CLUSTER_NODES = "_cluster/nodes"
 TOPICS = "topics"

@@ -17,26 +17,44 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker
+from lakelog.platform.job_runs import JobRun, record_runs
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import JOBS, run_job
+from lakelog.spark_jobs.report import JobReport
 
 log = logging.getLogger("lakelog.spark_jobs.scheduler")
 
 
 def run_round(broker: Broker, spark: object, stop: threading.Event) -> None:
+    """Each job in turn; what each run did is recorded under the root for `GET /v1/jobs`."""
+    runs = []
     for job in JOBS:
         if stop.is_set():
-            return
+            break
+        started = time.time()
         try:
             report = run_job(job, broker, spark)
             log.info("scheduled job done", extra={"fields": {"job": job, "commits": report.commits,
                                                             "files_deleted": report.files_deleted,
                                                             "seconds": round(report.seconds, 3)}})
+            runs.append(job_run(report, started))
         except Exception:  # one bad round must not end the schedule
             log.exception("scheduled job %s failed", job)
+            runs.append(JobRun(job, "", int(started * 1000), time.time() - started, ok=False))
+    try:
+        record_runs(broker.storage, runs)
+    except Exception:  # the record is for the console: never a reason to stop
+        log.exception("could not record the round's job runs")
+
+
+def job_run(report: JobReport, started_s: float) -> JobRun:
+    return JobRun(report.job, ",".join(sorted({p.topic for p in report.plans})), int(started_s * 1000),
+                  report.seconds, True, report.commits, report.conflicts, report.files_removed, report.files_added,
+                  report.bytes_in, report.records_in, report.records_out, report.files_deleted)
 
 
 def _stop_with_parent(parent: int, stop: threading.Event) -> None:

@@ -1,6 +1,7 @@
 """The web console at /ui in a real headless browser (Debian's chromium and chromedriver) against a real server
 with authentication on: topics with their offsets, a topic's partitions and records, a group's members and lag,
-what a principal without rights cannot see, and the API key entered in the page."""
+the jobs' last runs and the nodes, what a principal without rights cannot see, and the API key entered in the
+page."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Callable, Iterator
 import httpx
 import pytest
 
+from lakelog.platform.job_runs import JobRun, record_runs
+from lakelog.platform.storage import Storage
 from tests.http.conftest import ThreadServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -95,6 +98,9 @@ def seed(server: ThreadServer) -> None:
             "offsets": [{"topic": "orders", "partition": 0, "offset": 1}, {"topic": "orders", "partition": 1,
                                                                             "offset": 2}]})
         assert commit.status_code == 200, commit.text
+    record_runs(Storage.open(server.root), [  # as the scheduler does after a round
+        JobRun("retention", "orders", 1_700_000_000_000, 1.5, True, commits=1, files_removed=3, bytes_removed=4096),
+        JobRun("compact", "", 1_700_000_002_000, 0.5, False)])
 
 
 def test_console_shows_topics_records_and_groups_with_the_api_key(
@@ -163,3 +169,16 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     wait_for(driver, lambda: [r[0] for r in rows(driver, "topics")] == ["orders"], "alice's topics")
     driver.get(server.url + "/ui/#/topics/payroll")  # type: ignore[attr-defined]
     wait_for(driver, lambda: "Not allowed" in text_of(driver, "status"), "the 403 message")
+
+    # jobs: the last runs (newest first) and the nodes; alice may not describe the cluster: nodes only
+    driver.get(server.url + "/ui/#/jobs")  # type: ignore[attr-defined]
+    wait_for(driver, lambda: "Not allowed" in text_of(driver, "jobs-note"), "alice's refused job runs")
+    assert [r[0] for r in rows(driver, "nodes")] == [httpx.get(server.url + "/v1/cluster", headers=ADMIN).json()["node"]]
+    enter_key(driver, "admin-secret")
+    runs = wait_for(driver, lambda: len(rows(driver, "job-runs")) == 2 and rows(driver, "job-runs"), "the job runs")
+    assert [(r[0], r[2], r[3], r[4], r[5], r[6], r[8]) for r in runs] == [  # type: ignore[union-attr]
+        ("compact", "0.5 s", "failed", "-", "0", "0", "0 B"), ("retention", "1.5 s", "ok", "orders", "1", "3", "4.0 KiB")]
+    nodes = rows(driver, "nodes")
+    assert len(nodes) == 1 and nodes[0][1] == server.url and nodes[0][3] == "live (this node)"
+    assert "orders" in nodes[0][4]
+    assert rows(driver, "sites") == [["no replica sites configured (one root)"]]

@@ -297,12 +297,50 @@ async function groupPage(name) {
   };
 }
 
+async function jobsPage() {
+  view.replaceChildren(
+    el("h1", {}, "Jobs"),
+    el("h2", {}, "Last runs"), el("p", { id: "jobs-note", class: "muted" }), el("table", { id: "job-runs" }),
+    el("h2", {}, "Nodes"), el("table", { id: "nodes" }),
+    el("h2", {}, "Replica sites"), el("table", { id: "sites" }));
+  return async () => {
+    const [cluster, jobs] = await Promise.all([api("/v1/cluster"), api("/v1/jobs").catch((error) => error)]);
+    const leads = (node) => Object.entries(cluster.topics).filter(([, n]) => n === node).map(([t]) => t);
+    replace("nodes", table("nodes",
+      [["Node"], ["Address"], ["Kafka"], ["State"], ["Leads topics"], ["Coordinates groups", { num: true }]],
+      cluster.nodes.map((n) => [n.node_id, n.address, n.kafka || "-", n.node_id === cluster.node ? "live (this node)" : "live",
+                                leads(n.node_id).join(", ") || "-",
+                                Object.values(cluster.groups).filter((g) => g === n.node_id).length]),
+      "no cluster membership"));
+    replace("sites", table("sites", [["Site"], ["Control tables"], ["Leads topics"], ["Out of sync"]],
+      cluster.sites.map((s) => [s.name, s.control ? "yes" : "-", s.leads.join(", ") || "-",
+                                s.out_of_sync.join(", ") || "-"]),
+      "no replica sites configured (one root)"));
+    const note = document.getElementById("jobs-note");
+    if (jobs instanceof Error) {  // e.g. no describe right on the cluster: the nodes still show
+      note.textContent = (jobs.status === 403 ? "Not allowed with this API key: " : "") + jobs.message;
+      replace("job-runs", table("job-runs", [["Job"]], [], "not available"));
+      return;
+    }
+    note.textContent = "Recorded by the job scheduler of `lakelog serve` after each round.";
+    replace("job-runs", table("job-runs",
+      [["Job"], ["Started"], ["Duration", { num: true }], ["Result"], ["Topics"], ["Commits", { num: true }],
+       ["Files removed", { num: true }], ["Files added", { num: true }], ["Bytes removed", { num: true }],
+       ["Records in → out", { num: true }], ["Files deleted", { num: true }]],
+      jobs.runs.map((r) => [r.job, formatTime(r.started_ms), r.seconds.toFixed(1) + " s", r.ok ? "ok" : "failed",
+                            r.topics || "-", r.commits, r.files_removed, r.files_added, formatBytes(r.bytes_removed),
+                            `${r.records_in} → ${r.records_out}`, r.files_deleted]),
+      "no runs recorded yet (the scheduler runs every few minutes while `lakelog serve` is up)"));
+  };
+}
+
 // ---- routing, refresh, API key --------------------------------------------------------------------
 
 const ROUTES = [
   [/^#\/topics\/(.+)$/, (m) => topicPage(decodeURIComponent(m[1])), "nav-topics"],
   [/^#\/groups\/(.+)$/, (m) => groupPage(decodeURIComponent(m[1])), "nav-groups"],
   [/^#\/groups$/, () => groupsPage(), "nav-groups"],
+  [/^#\/jobs$/, () => jobsPage(), "nav-jobs"],
   [/^(#\/topics)?$|^#?\/?$/, () => topicsPage(), "nav-topics"],
 ];
 

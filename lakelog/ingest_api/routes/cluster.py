@@ -1,10 +1,13 @@
-"""The cluster: its nodes and who leads what (`GET /v1/cluster`), and the node-to-node produce call."""
+"""The cluster: its nodes, replica sites and who leads what (`GET /v1/cluster`), the maintenance jobs' last runs
+(`GET /v1/jobs`), and the node-to-node produce call."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from lakelog.ingest_api.auth import Principal, Svc
@@ -12,21 +15,25 @@ from lakelog.ingest_api.cluster_routing import from_a_node
 from lakelog.ingest_api.dependencies import Services, blocking, read_body, services_of
 from lakelog.ingest_api.errors import MalformedRequest
 from lakelog.ingest_api.routes.records import json_response
+from lakelog.platform import Broker
+from lakelog.platform.acl import CLUSTER
 from lakelog.platform.cluster.errors import ClusterAuthFailed, RemoteError
 from lakelog.platform.cluster.ownership import group_key, topic_key
 from lakelog.platform.cluster.wire import decode_calls, encode_results
 from lakelog.platform.errors import LakelogError
+from lakelog.platform.job_runs import recent_runs
 from lakelog.platform.records import ProduceResult
 
 router = APIRouter(tags=["cluster"])
 
 
-@router.get("/v1/cluster", summary="The live nodes, this node, and the leader of each topic and the coordinator "
-                                   "of each group this node knows")
+@router.get("/v1/cluster", summary="The live nodes, this node, the replica sites, and the leader of each topic and "
+                                   "the coordinator of each group this node knows")
 async def describe_cluster(services: Svc, principal: Principal) -> Response:
     broker = services.broker
+    sites = await blocking(replica_sites, broker)
     if broker.cluster is None:
-        return json_response({"node": None, "nodes": [], "topics": {}, "groups": {}})
+        return json_response({"node": None, "nodes": [], "topics": {}, "groups": {}, "sites": sites})
     view = await blocking(broker.cluster.view)
     topics = await blocking(broker.list_topics)
     groups = services.coordinator.group_ids()
@@ -35,7 +42,29 @@ async def describe_cluster(services: Svc, principal: Principal) -> Response:
         "nodes": [{"node_id": n.node_id, "address": n.address, "kafka": n.kafka} for n in view.nodes],
         "topics": {t.name: view.owner(topic_key(t.name)).node_id for t in topics},
         "groups": {g: view.owner(group_key(g)).node_id for g in groups},
+        "sites": sites,
     })
+
+
+def replica_sites(broker: Broker) -> list[dict[str, Any]]:
+    """Each configured site (none without LAKELOG_SITES): whether it holds the control tables, the topics it
+    leads, and the topics it holds a replica of but has fallen out of the in-sync set of (known state)."""
+    if broker.replicas is None:
+        return []
+    states = [s for s in (broker.replicas.state(t.name) for t in broker.list_topics()) if s is not None]
+    return [{"name": site, "control": site == broker.control_site,
+             "leads": sorted(s.topic for s in states if s.leader == site),
+             "out_of_sync": sorted(s.topic for s in states if site in s.replicas and site not in s.isr)}
+            for site in broker.replicas.sites]
+
+
+@router.get("/v1/jobs", summary="The last runs of the scheduled maintenance jobs (retention, roll, compact, vacuum), "
+                                "newest first (needs describe on the cluster when authentication is on)")
+async def job_runs(services: Svc, principal: Principal,
+                   limit: Annotated[int, Query(ge=1, le=500)] = 50) -> Response:
+    services.authorizer.check(principal, "describe", "cluster", CLUSTER)
+    runs = await blocking(recent_runs, services.broker.storage, limit)
+    return json_response({"runs": [asdict(r) for r in runs]})
 
 
 @router.post("/internal/v1/topics/{topic}/produce", include_in_schema=False)
