@@ -32,7 +32,7 @@ import orjson
 import psutil
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile
+from benchmarks.common import Figure, free_port, percentile
 
 SUITE = "cluster"
 REPO = Path(__file__).resolve().parents[1]
@@ -47,20 +47,12 @@ LIVENESS_IDLE_S = 10.0
 BUCKET = "lakelog-bench-cluster"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Node:
     """One `lakelog serve` process (no maintenance jobs)."""
 
     def __init__(self, root: str, node_id: str, env: dict[str, str]) -> None:
         self.node_id = node_id
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full = {**os.environ, "LAKELOG_NODE_ID": node_id, "LAKELOG_JOBS_INTERVAL_S": "0",
                 "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0", "LAKELOG_KAFKA_PORT": "0", **env}

@@ -9,7 +9,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import psutil
 import pyarrow as pa
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile
+from benchmarks.common import Figure, free_port, percentile
 from lakelog.platform import Broker
 from lakelog.settings import Settings
 
@@ -40,15 +39,9 @@ VALUE = "v" * 100
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
     def __init__(self, root: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port",

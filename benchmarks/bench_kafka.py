@@ -37,7 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from deltalake import DeltaTable
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile
+from benchmarks.common import Figure, free_port, percentile
 from lakelog.platform.layout import topic_path
 
 SUITE = "kafka"
@@ -56,17 +56,11 @@ PRODUCE_TARGET, CONSUME_TARGET = 0.7, 0.5
 Run = tuple[float, int, list[float], int]  # seconds, records, per-record latencies (ms), errors
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
     """`lakelog serve --no-jobs` with its Kafka listener on a free port."""
 
     def __init__(self, root: str) -> None:
-        self.port, self.kafka_port = _free_port(), _free_port()
+        self.port, self.kafka_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.bootstrap = f"127.0.0.1:{self.kafka_port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform as std_platform
+import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Iterator
@@ -59,3 +60,9 @@ def machine() -> str:
     mem = psutil.virtual_memory().total / 2**30
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {std_platform.system()} {std_platform.release()}, " \
            f"Python {std_platform.python_version()}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
