@@ -41,10 +41,14 @@ def plain_principal(context: Context, token: bytes) -> str:
     if len(parts) != 3:
         raise AuthenticationFailed("malformed SASL/PLAIN token")
     authzid, user, password = (part.decode("utf-8", "replace") for part in parts)
-    principal = context.services.authorizer.authenticate(password)
+    try:
+        principal = context.services.authorizer.authenticate(password)
+    except AuthenticationFailed:  # its message is HTTP's (an Authorization header)
+        raise AuthenticationFailed("invalid SASL/PLAIN credentials: the password must be an API key, the user "
+                                   "name its principal") from None
     if user != principal or authzid not in ("", principal):
-        raise AuthenticationFailed(f"the API key belongs to another principal than {user!r}: use the "
-                                   "principal as the SASL user name and the API key as the password")
+        raise AuthenticationFailed(f"invalid SASL/PLAIN credentials: the API key belongs to another principal than "
+                                   f"{user!r}: use the principal as the user name and the API key as the password")
     return principal
 
 
