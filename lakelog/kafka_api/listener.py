@@ -84,6 +84,7 @@ class Connection:
         self.reader, self.writer = reader, writer
         self.answers: asyncio.Queue[Awaitable[Any]] = asyncio.Queue(IN_FLIGHT)
         self.group_call: asyncio.Future[Any] | None = None  # the latest of ONE_AT_A_TIME
+        self.closing = False
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send())
@@ -96,29 +97,37 @@ class Connection:
                 frame = await self.reader.readexactly(size)
                 answer = self._dispatch(frame)
                 await self.answers.put(answer)
+                if self.closing:  # nothing after it is read
+                    return
                 if _is_sasl(frame):  # the connection's identity changes: later calls wait for it
                     await asyncio.shield(answer)
         finally:
-            await self.answers.put(_ready(CLOSE))
+            if not self.closing:
+                await self.answers.put(_ready(CLOSE))
             await sender
 
     def _dispatch(self, frame: bytes) -> Awaitable[Any]:
         try:
             call = protocol.decode(frame)
         except Unanswerable as unanswerable:
-            return _ready(CLOSE if unanswerable.answer is None else unanswerable.answer)
+            return self._close() if unanswerable.answer is None else _ready(unanswerable.answer)
         except Exception as exc:  # a frame the codec cannot read: nothing the client could match it to
             log.warning("closing a Kafka connection from %s: undecodable request (%s)", self.context.peer, exc)
-            return _ready(CLOSE)
+            return self._close()
         self.context.client_id = call.client_id
         if self.context.services_of() is not None and self._needs_authentication(call):
             log.warning("closing a Kafka connection from %s: %s before SASL authentication",
                         self.context.peer, ApiKey(call.api_key).name)
-            return _ready(CLOSE)
+            return self._close()
         if call.api_key in ONE_AT_A_TIME:
             self.group_call = asyncio.ensure_future(self._answer_after(self.group_call, call))
             return self.group_call
         return asyncio.ensure_future(self._answer(call))
+
+    def _close(self) -> Awaitable[Any]:
+        """The answer that closes the connection once the answers before it are sent."""
+        self.closing = True
+        return _ready(CLOSE)
 
     def _needs_authentication(self, call: Call) -> bool:
         services = self.context.services_of()
@@ -145,6 +154,7 @@ class Connection:
         while True:
             answer = await (await self.answers.get())
             if answer is CLOSE:
+                self.writer.close()  # the reader sees the end and stops
                 break
             if answer is not None:
                 self.writer.write(answer)

@@ -29,6 +29,9 @@ class Writer:
     async def drain(self) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
 
 def test_group_calls_wait_for_the_one_before_other_calls_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
@@ -66,3 +69,29 @@ def test_group_calls_wait_for_the_one_before_other_calls_do_not(monkeypatch: pyt
     asyncio.run(run())
     assert events == ["commit started", "fetch started", "fetch answered", "commit answered",
                       "join started", "join answered", "heartbeat started", "heartbeat answered"]
+
+
+class ClosingWriter(Writer):
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_call_before_sasl_authentication_closes_the_connection() -> None:
+    class Services:
+        class authorizer:  # noqa: N801  (API keys configured)
+            enabled = True
+        closing = False
+
+    async def run() -> ClosingWriter:
+        reader = asyncio.StreamReader()
+        reader.feed_data(frame(ApiKey.Metadata, 4, 1) + frame(ApiKey.Metadata, 4, 2) * 100)  # more than in flight
+        writer = ClosingWriter()
+        connection = listener.Connection(Context(lambda: Services(), ("127.0.0.1", 9092)), reader,
+                                         writer)  # type: ignore[arg-type]
+        await asyncio.wait_for(connection.run(), 5)  # stops reading at the refused call
+        return writer
+
+    assert asyncio.run(run()).closed
