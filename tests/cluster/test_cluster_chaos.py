@@ -244,8 +244,12 @@ def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -
         assert cluster is not None
         assert set(cluster["topics"].values()) <= {n.name for n in live}
         assert set(cluster["groups"].values()) <= {n.name for n in live}
-        group = httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=10).json()
-        assert sum(row["lag"] for row in group["offsets"]) == 0, group["offsets"]
+        described: list[httpx.Response] = []
+        # A node taking the group over answers a retriable NOT_COORDINATOR for two heartbeats.
+        wait_until(lambda: described.append(httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=10)) or
+                   described[-1].status_code == 200, 30, lambda: described[-1].text)
+        offsets = described[-1].json()["offsets"]
+        assert sum(row["lag"] for row in offsets) == 0, offsets
     finally:
         stop_cluster(nodes, load)
     check_outcome(load, root, env)
