@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import ipaddress
 import logging
 import socket
 import threading
@@ -91,10 +92,18 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     broker.join_cluster(membership, NodeClient(settings.cluster_secret))
 
 
+def reachable_host(host: str) -> str:
+    """Where a listener bound to `host` is reached: one bound to every interface (only when configured so)
+    is reached at the address of the machine's host name."""
+    try:
+        every_interface = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        every_interface = host == ""
+    return socket.gethostbyname(socket.gethostname()) if every_interface else host
+
+
 def own_address(settings: Settings) -> str:
-    host = settings.host
-    if host in ("0.0.0.0", "::", ""):  # all interfaces: the others reach us by our host name's address
-        host = socket.gethostbyname(socket.gethostname())
+    host = reachable_host(settings.host)
     return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
 
 
@@ -102,10 +111,8 @@ def kafka_address(settings: Settings) -> str | None:
     """host:port Kafka clients reach this node at (None: no Kafka listener)."""
     if settings.kafka_advertise or settings.kafka_port < 0:
         return settings.kafka_advertise
-    host = settings.kafka_host or settings.host
-    if host in ("0.0.0.0", "::", ""):
-        host = socket.gethostbyname(socket.gethostname())
-    return f"{host}:{settings.kafka_port}"
+    host = reachable_host(settings.kafka_host or settings.host)
+    return f"{f'[{host}]' if ':' in host else host}:{settings.kafka_port}"
 
 
 async def start_kafka_listener(app: FastAPI, settings: Settings) -> tuple[KafkaListener | None, Settings]:
@@ -114,11 +121,13 @@ async def start_kafka_listener(app: FastAPI, settings: Settings) -> tuple[KafkaL
     if settings.kafka_port < 0:
         return None, settings
     listener = KafkaListener(settings.kafka_host or settings.host, settings.kafka_port,
-                             lambda: getattr(app.state, "services", None), settings.kafka_advertise,
+                             lambda: getattr(app.state, "services", None),
                              tls_context(settings.kafka_tls_cert_file, settings.kafka_tls_key_file))
     await listener.start()
     app.state.kafka = listener
-    return listener, settings.model_copy(update={"kafka_port": listener.port})
+    bound = settings.model_copy(update={"kafka_port": listener.port})
+    listener.advertise(kafka_address(bound))  # type: ignore[arg-type]
+    return listener, bound
 
 
 class Startup:

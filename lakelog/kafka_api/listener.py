@@ -24,6 +24,7 @@ from lakelog.kafka_api import errors, protocol
 from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.errors import KafkaProtocolError
 from lakelog.kafka_api.handlers import HANDLERS
+from lakelog.kafka_api.nodes import parse_address
 from lakelog.kafka_api.protocol import Call, Unanswerable
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,10 @@ ONE_AT_A_TIME = frozenset({ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat,
 
 class KafkaListener:
     def __init__(self, host: str, port: int, services_of: Callable[[], Services | None],
-                 advertise: str | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        self.advertised = (host, port)  # what Metadata tells clients: `advertise` once bound
         self._services_of = services_of
-        self._advertise = advertise
         self._tls = tls
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -49,12 +50,9 @@ class KafkaListener:
                                                   reuse_address=True, limit=protocol.MAX_FRAME_BYTES)
         self.port = self._server.sockets[0].getsockname()[1]  # port 0: the one the system chose
 
-    @property
-    def advertised(self) -> tuple[str, int]:
-        if self._advertise:
-            host, _, port = self._advertise.rpartition(":")
-            return host.strip("[]"), int(port)
-        return self.host, self.port
+    def advertise(self, address: str) -> None:
+        """host:port clients are told to reach this node at (Metadata, FindCoordinator)."""
+        self.advertised = parse_address(address)
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kafka.protocol.admin import (
     CreatePartitionsResponse,
@@ -65,13 +65,34 @@ def _invalid_replication_factor(message: str) -> KafkaProtocolError:
     return KafkaProtocolError(message, CODES["INVALID_REPLICATION_FACTOR"])
 
 
-def _duplicates(names: Iterable[Any]) -> set[Any]:
-    """Names given more than once in one request: Kafka refuses each of them (INVALID_REQUEST)."""
-    return {name for name, count in Counter(names).items() if count > 1}
-
-
-def _duplicate(kind: str, name: str) -> InvalidRequest:
+def _duplicate(kind: str, name: Any) -> InvalidRequest:
     return InvalidRequest(f"{kind} {name!r} appears more than once in the request")
+
+
+Outcome = tuple[Any, BaseException | None]  # what an item's action answered, or the error that refused it
+
+
+async def _each(items: Sequence[Any], key: Callable[[Any], Any], kind: str,
+                act: Callable[[Any], Awaitable[Any]]) -> list[Outcome]:
+    """`act` on every item of a request, each with its own outcome. An item named more than once in one
+    request is refused every time (INVALID_REQUEST), as Kafka does, and never acted on."""
+    repeated = {name for name, count in Counter(key(item) for item in items).items() if count > 1}
+    outcomes: list[Outcome] = []
+    for item in items:
+        try:
+            if key(item) in repeated:
+                raise _duplicate(kind, key(item))
+            outcomes.append((await act(item), None))
+        except Exception as exc:
+            outcomes.append((None, exc))
+    return outcomes
+
+
+def _codes(error: BaseException | None) -> dict[str, Any]:
+    """The error_code and error_message fields of an item's answer."""
+    if error is None:
+        return {"error_code": 0, "error_message": None}
+    return {"error_code": error_code(error), "error_message": error_message(error)}
 
 
 # ---- configs as Kafka describes them --------------------------------------------------------------
@@ -148,18 +169,11 @@ def _current_topic(broker: Broker, name: str) -> TopicMeta:
 
 async def create_topics(context: Context, call: Call) -> CreateTopicsResponse:
     request = call.body
-    repeated = _duplicates(t.name for t in request.topics)
-    results = []
-    for topic in request.topics:
-        try:
-            if topic.name in repeated:
-                raise _duplicate("topic", topic.name)
-            meta = await _create_topic(context, topic, request.validate_only)
-        except Exception as exc:
-            results.append(CreatedTopic(name=topic.name, error_code=error_code(exc), error_message=error_message(exc),
-                                        num_partitions=-1, replication_factor=-1, configs=None))
-        else:
-            results.append(_created(meta))
+    outcomes = await _each(request.topics, lambda t: t.name, "topic",
+                           lambda t: _create_topic(context, t, request.validate_only))
+    results = [_created(meta) if error is None else
+               CreatedTopic(name=topic.name, num_partitions=-1, replication_factor=-1, configs=None, **_codes(error))
+               for topic, (meta, error) in zip(request.topics, outcomes)]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -233,17 +247,8 @@ def _created(meta: TopicMeta) -> CreatedTopic:
 
 async def delete_topics(context: Context, call: Call) -> DeleteTopicsResponse:
     names = call.body.topic_names  # v6 names topics by id too: not served (lakelog has no topic ids)
-    repeated = _duplicates(names)
-    results = []
-    for name in names:
-        try:
-            if name in repeated:
-                raise _duplicate("topic", name)
-            await _delete_topic(context, name)
-        except Exception as exc:
-            results.append(DeletedTopic(name=name, error_code=error_code(exc), error_message=error_message(exc)))
-        else:
-            results.append(DeletedTopic(name=name, error_code=0, error_message=None))
+    outcomes = await _each(names, lambda name: name, "topic", lambda name: _delete_topic(context, name))
+    results = [DeletedTopic(name=name, **_codes(error)) for name, (_, error) in zip(names, outcomes)]
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -260,18 +265,10 @@ async def _delete_topic(context: Context, name: str) -> None:
 
 async def create_partitions(context: Context, call: Call) -> CreatePartitionsResponse:
     request = call.body
-    repeated = _duplicates(t.name for t in request.topics)
-    results = []
-    for topic in request.topics:
-        try:
-            if topic.name in repeated:
-                raise _duplicate("topic", topic.name)
-            await _add_partitions(context, topic, request.validate_only)
-        except Exception as exc:
-            results.append(PartitionsResult(name=topic.name, error_code=error_code(exc),
-                                            error_message=error_message(exc)))
-        else:
-            results.append(PartitionsResult(name=topic.name, error_code=0, error_message=None))
+    outcomes = await _each(request.topics, lambda t: t.name, "topic",
+                           lambda t: _add_partitions(context, t, request.validate_only))
+    results = [PartitionsResult(name=topic.name, **_codes(error))
+               for topic, (_, error) in zip(request.topics, outcomes)]
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
@@ -307,14 +304,11 @@ async def describe_configs(context: Context, call: Call) -> DescribeConfigsRespo
     results = []
     for resource in request.resources:
         try:
-            configs = _described_configs(context, resource, metas, request.include_synonyms)
+            configs, error = _described_configs(context, resource, metas, request.include_synonyms), None
         except Exception as exc:
-            results.append(DescribedResource(error_code=error_code(exc), error_message=error_message(exc),
-                                             resource_type=resource.resource_type,
-                                             resource_name=resource.resource_name, configs=[]))
-        else:
-            results.append(DescribedResource(error_code=0, error_message=None, resource_type=resource.resource_type,
-                                             resource_name=resource.resource_name, configs=configs))
+            configs, error = [], exc
+        results.append(DescribedResource(resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                         configs=configs, **_codes(error)))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
@@ -354,19 +348,10 @@ def _described(entry: ConfigEntry, synonyms: bool) -> DescribedConfig:
 
 async def incremental_alter_configs(context: Context, call: Call) -> IncrementalAlterConfigsResponse:
     request = call.body
-    repeated = _duplicates((r.resource_type, r.resource_name) for r in request.resources)
-    results = []
-    for resource in request.resources:
-        try:
-            if (resource.resource_type, resource.resource_name) in repeated:
-                raise _duplicate("config resource", resource.resource_name)
-            await _alter_resource(context, resource, request.validate_only)
-        except Exception as exc:
-            code, message = error_code(exc), error_message(exc)
-        else:
-            code, message = 0, None
-        results.append(AlteredResource(error_code=code, error_message=message, resource_type=resource.resource_type,
-                                       resource_name=resource.resource_name))
+    outcomes = await _each(request.resources, lambda r: (r.resource_type, r.resource_name), "config resource",
+                           lambda r: _alter_resource(context, r, request.validate_only))
+    results = [AlteredResource(resource_type=r.resource_type, resource_name=r.resource_name, **_codes(error))
+               for r, (_, error) in zip(request.resources, outcomes)]
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
