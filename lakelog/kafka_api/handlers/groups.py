@@ -166,6 +166,10 @@ async def offset_fetch(context: Context, call: Call) -> OffsetFetchResponse:
     request = call.body
     try:
         _serving(context, request.group_id, "describe")
+        # A consumer asks where to start after a rebalance: the previous owner's last commit may still
+        # be on its way to storage.
+        in_flight = context.services.coordinator.commits_in_flight(request.group_id)
+        await asyncio.gather(*map(asyncio.wrap_future, in_flight), return_exceptions=True)
         committed = _committed(context, request.group_id)
     except Exception as exc:
         return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=error_code(exc))

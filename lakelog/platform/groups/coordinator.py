@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Callable
 
@@ -229,6 +229,11 @@ class GroupCoordinator:
 
     def _poll_plan(self, group_id: str, member_id: str) -> tuple[int, positions.Plan]:
         with self._lock:
+            _, member = self.membership.member(group_id, member_id)
+            starting = any(tp not in member.positions for tp in member.assignment)
+        if starting:
+            wait(self.commits_in_flight(group_id), self.broker.settings.request_timeout_ms / 1000)
+        with self._lock:
             group, member = self.membership.member(group_id, member_id)
             member.last_poll = member.last_heartbeat = self._clock()
             partitions = sorted(member.assignment)
@@ -293,7 +298,13 @@ class GroupCoordinator:
             else:
                 self.membership.groups.setdefault(group_id, Group(group_id))
             rows = [OffsetRow(group_id, t, p, o, m, generation) for t, p, o, m in offsets]
-        return self.store.submit(rows)
+            # Queued under the lock: a rebalance after this check finds the commit in flight.
+            return self.store.submit(rows)
+
+    def commits_in_flight(self, group_id: str) -> list[Future]:
+        """A group's accepted commits not yet durable. A partition's new owner reads its starting offset
+        only once they are done: the old owner's last commit may be among them."""
+        return self.store.in_flight(group_id)
 
     def _durable(self, rows: list[OffsetRow], stamp: int) -> None:
         with self._lock:

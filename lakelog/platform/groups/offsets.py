@@ -100,6 +100,10 @@ class OffsetStore:
         self._writes.submit(pending)
         return pending.future
 
+    def in_flight(self, group_id: str) -> list[Future]:
+        """The futures of a group's commits submitted but not yet durable (or failed)."""
+        return [p.future for p in self._writes.waiting() if any(row.group == group_id for row in p.rows)]
+
     def flush(self) -> None:
         """Wait until every commit submitted so far was written (or failed)."""
         self._writes.drain()
