@@ -26,10 +26,15 @@ def topic_offsets(root: str, topic: str, storage: Mapping[str, str] | None = Non
     table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     found: dict[int, list[int]] = {}
-    for path, partition in zip(actions["path"], actions["partition.partition"]):
+    # Layout 1: the partition is the file's partition value; layout 2: a column of the file.
+    partitions = actions.get("partition.partition", [None] * len(actions["path"]))
+    for path, partition in zip(actions["path"], partitions):
         with store.open_input(f"{store.uri('topics', topic)}/{path}") as source:
-            offsets = pq.read_table(source, columns=["offset"]).column("offset").to_pylist()
-        found.setdefault(int(partition), []).extend(offsets)
+            columns = pq.read_table(source, columns=["offset"] if partition is not None else ["partition", "offset"])
+        offsets = columns.column("offset").to_pylist()
+        in_file = [int(partition)] * len(offsets) if partition is not None else columns.column("partition").to_pylist()
+        for p, offset in zip(in_file, offsets):
+            found.setdefault(p, []).append(offset)
     return {p: sorted(offsets) for p, offsets in found.items()}
 
 

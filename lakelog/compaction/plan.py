@@ -4,6 +4,11 @@ A partition's files are sorted by offset. The last file is the active segment
 (the head, still growing by new small files); every file before it is a
 closed segment. Rewrites always take a run of consecutive files, so the
 offsets a rewrite covers stay contiguous with its neighbours.
+
+Slices of files holding several partitions (layout 2's flushes, see platform/segment.py) are never
+closed: only a roll removes them, rewriting every partition's slice of the file in one commit. So a roll
+always takes them (reason "intake", even a single one), and its outputs stay small files that later
+rolls merge into segments.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ class RollGroup:
     partition: int
     inputs: tuple[SegmentFile, ...]
     target_bytes: int
-    reason: str  # "size" or "age"
+    reason: str  # "size", "age" or "intake" (it holds slices of shared files)
 
     @property
     def size_bytes(self) -> int:
@@ -51,25 +56,30 @@ class CompactionPlan:
 
 
 def closed_segments(files: Sequence[SegmentFile]) -> list[SegmentFile]:
-    """All files but the active segment (the one holding the highest offsets)."""
-    ordered = sorted(files, key=lambda f: f.min_offset)
-    return ordered[:-1]
+    """All files but the active segment (the one holding the highest offsets), up to the first slice of
+    a shared file."""
+    ordered = sorted(files, key=lambda f: f.min_offset)[:-1]
+    shared = next((i for i, f in enumerate(ordered) if f.shared), len(ordered))
+    return ordered[:shared]
 
 
 def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, segment_ms: int,
               now_ms: int) -> list[RollGroup]:
     """Groups of consecutive small files: closed once they reach `segment_bytes`, or
-    once the oldest of them is `segment_ms` old. Single files are left alone."""
+    once the oldest of them is `segment_ms` old. Single files are left alone, but for slices of shared
+    files, which are always rolled."""
     groups: list[RollGroup] = []
     run: list[SegmentFile] = []
 
     def close(reason: str) -> None:
-        if len(run) > 1:
+        if any(f.shared for f in run) and reason == "none":
+            reason = "intake"
+        if len(run) > 1 or reason == "intake":
             groups.append(RollGroup(partition, tuple(run), segment_bytes, reason))
         run.clear()
 
     for segment in sorted(files, key=lambda f: f.min_offset):
-        if segment.size_bytes >= segment_bytes * FULL_FRACTION or is_segment(segment):
+        if not segment.shared and (segment.size_bytes >= segment_bytes * FULL_FRACTION or is_segment(segment)):
             close("age" if _aged(run, segment_ms, now_ms) else "none")
             continue
         run.append(segment)

@@ -45,6 +45,7 @@ class PartitionPlan:
     description: str
     target_bytes: int = 0
     delete_retention_ms: int = 0
+    finished: tuple[bool, ...] = ()  # roll: per group, whether its output is a finished segment
 
     def summary(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "job": self.job, "files": len(self.inputs),
@@ -99,7 +100,8 @@ def _topic_cap(remaining: dict[int, list[SegmentFile]], removed: dict[int, list[
     """Remove the globally oldest closed segment until the topic fits under `cap`."""
     size = sum(f.size_bytes for files in remaining.values() for f in files)
     while size > cap:
-        heads = [(files[0].max_timestamp_ms, p) for p, files in remaining.items() if len(files) > 1]
+        heads = [(files[0].max_timestamp_ms, p) for p, files in remaining.items()
+                 if len(files) > 1 and not files[0].shared]
         if not heads:
             return  # only active segments left
         _, p = min(heads)
@@ -138,7 +140,8 @@ def plan_segment_roll(meta: TopicMeta, segments: Segments, now_ms: int) -> list[
             plans.append(PartitionPlan(meta.name, p, "roll", inputs, parts,
                                        f"merge {len(inputs)} files ({sum(f.size_bytes for f in inputs)} bytes) "
                                        f"into {len(groups)} group(s) of about {meta.config.segment_bytes} bytes",
-                                       meta.config.segment_bytes))
+                                       meta.config.segment_bytes,
+                                       finished=tuple(g.reason != "intake" for g in groups)))
     return plans
 
 

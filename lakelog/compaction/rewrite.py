@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from lakelog.platform.file_stats import file_stats, iso_ms
 from lakelog.platform.index import SegmentFile
+from lakelog.platform.segment import INTAKE_FILE_SCHEMA, TableLayout, data_file_name, read_file
 from lakelog.platform.storage import Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
@@ -61,21 +62,24 @@ class RewriteResult:
         return bool(self.inputs)
 
 
-def merge_segments(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
-                   target_bytes: int) -> RewriteResult:
+def merge_segments(storage: Storage, table_uri: str, layout: TableLayout, partition: int,
+                   inputs: Sequence[SegmentFile], target_bytes: int, finished: bool = True) -> RewriteResult:
     """Concatenate the files, in offset order, into one file (segment roll).
 
     The planner closes a group once it holds about `target_bytes`, so one output
     per group is one segment; small inputs carry per-file overhead, so the
-    output is usually smaller than the sum of the inputs.
+    output is usually smaller than the sum of the inputs. An output not `finished` (the roll of
+    shared files' slices) is a plain small file that a later roll merges again.
     """
     ordered = sorted(inputs, key=lambda f: f.min_offset)
     tables = (_read(storage, table_uri, f) for f in ordered)
-    return _write_run(storage, table_uri, partition, ordered, tables, target_bytes, one_file=True)
+    return _write_run(storage, table_uri, layout, partition, ordered, tables, target_bytes, one_file=True,
+                      finished=finished)
 
 
-def compact_segments(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
-                     target_bytes: int, delete_retention_ms: int, now_ms: int | None = None) -> RewriteResult:
+def compact_segments(storage: Storage, table_uri: str, layout: TableLayout, partition: int,
+                     inputs: Sequence[SegmentFile], target_bytes: int, delete_retention_ms: int,
+                     now_ms: int | None = None) -> RewriteResult:
     """Keep the latest record per key; drop tombstones older than delete.retention.ms.
 
     Records without a key are kept (they have nothing to be superseded by).
@@ -93,7 +97,7 @@ def compact_segments(storage: Storage, table_uri: str, partition: int, inputs: S
     if kept_total == seen_total:
         return RewriteResult(partition, (), (), seen_total, seen_total, 0)
     tables = (_filter(_read(storage, table_uri, f), latest, horizon) for f in ordered)
-    return _write_run(storage, table_uri, partition, ordered, tables, target_bytes)
+    return _write_run(storage, table_uri, layout, partition, ordered, tables, target_bytes)
 
 
 def _latest_offsets(storage: Storage, table_uri: str, files: Sequence[SegmentFile]) -> np.ndarray:
@@ -126,14 +130,12 @@ def _filter(table: pa.Table, latest: np.ndarray, horizon_ms: int) -> pa.Table:
 
 def _read(storage: Storage, table_uri: str, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
     with storage.open_input(f"{table_uri}/{segment.path}") as source:
-        table = pq.read_table(source, columns=columns)
-    if columns is None and table.schema != TOPIC_FILE_SCHEMA:
-        table = table.select(TOPIC_FILE_SCHEMA.names).cast(TOPIC_FILE_SCHEMA)
-    return table
+        return read_file(source, columns, segment.row_groups)
 
 
-def _write_run(storage: Storage, table_uri: str, partition: int, inputs: Sequence[SegmentFile],
-               tables: Iterator[pa.Table], target_bytes: int, one_file: bool = False) -> RewriteResult:
+def _write_run(storage: Storage, table_uri: str, layout: TableLayout, partition: int,
+               inputs: Sequence[SegmentFile], tables: Iterator[pa.Table], target_bytes: int,
+               one_file: bool = False, finished: bool = True) -> RewriteResult:
     bytes_in = sum(f.size_bytes for f in inputs)
     records_in = sum(f.num_records for f in inputs)
     # Size outputs by records: the inputs' bytes per record predict the output's.
@@ -148,7 +150,9 @@ def _write_run(storage: Storage, table_uri: str, partition: int, inputs: Sequenc
     for i, chunk in enumerate(chunks):
         lo = first.min_offset if i == 0 else int(chunk.column("offset")[0].as_py())
         hi = last.max_offset if i == len(chunks) - 1 else int(chunk.column("offset")[-1].as_py())
-        outputs.append(_write_file(storage, table_uri, partition, chunk, lo, hi, row_group, first, last))
+        name = f"{lo:020d}-{SEGMENT_MARK}{uuid.uuid4().hex[:12]}.parquet" if finished else data_file_name()
+        outputs.append(_write_file(storage, table_uri, layout.file_path(partition, name), layout, partition, chunk,
+                                   (lo, hi), row_group, (first, last)))
     return RewriteResult(partition, tuple(f.path for f in inputs), tuple(outputs), records_in,
                          sum(o.num_records for o in outputs), bytes_in)
 
@@ -169,16 +173,24 @@ def _chunks(tables: Iterator[pa.Table], target_rows: int) -> Iterator[pa.Table]:
         yield pa.concat_tables(pending, promote_options="permissive")
 
 
-def _write_file(storage: Storage, table_uri: str, partition: int, table: pa.Table, lo: int, hi: int,
-                row_group: int, first: SegmentFile, last: SegmentFile) -> WrittenFile:
-    relative = f"partition={partition}/{lo:020d}-{SEGMENT_MARK}{uuid.uuid4().hex[:12]}.parquet"
+def _write_file(storage: Storage, table_uri: str, relative: str, layout: TableLayout, partition: int,
+                table: pa.Table, bounds: tuple[int, int], row_group: int,
+                ends: tuple[SegmentFile, SegmentFile]) -> WrittenFile:
     uri = f"{table_uri}/{relative}"
-    storage.makedirs(f"{table_uri}/partition={partition}")
+    if "/" in relative:
+        storage.makedirs(uri.rsplit("/", 1)[0])
+    stats = _bounded_stats(table, *bounds, *ends)
+    if layout is TableLayout.INTAKE:  # the column a Delta reader prunes by; statistics name it
+        table = table.add_column(0, INTAKE_FILE_SCHEMA.field("partition"), pa.array([partition] * table.num_rows,
+                                                                                   pa.int32()))
+        stats = json.loads(stats)
+        stats["minValues"]["partition"] = stats["maxValues"]["partition"] = partition
+        stats["nullCount"]["partition"] = 0
+        stats = json.dumps(stats)
     with storage.arrow_fs.open_output_stream(storage.fs_path(uri)) as sink:
         pq.write_table(table, sink, row_group_size=row_group, compression="snappy")
     size = storage.arrow_fs.get_file_info(storage.fs_path(uri)).size
-    return WrittenFile(relative, partition, size, table.num_rows, _bounded_stats(table, lo, hi, first, last),
-                       int(time.time() * 1000))
+    return WrittenFile(relative, partition, size, table.num_rows, stats, int(time.time() * 1000))
 
 
 def _bounded_stats(table: pa.Table, lo: int, hi: int, first: SegmentFile, last: SegmentFile) -> str:

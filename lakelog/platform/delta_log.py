@@ -72,12 +72,13 @@ def added_actions(commit: bytes) -> list[AddAction]:
     return actions
 
 
-def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict) -> bytes:
+def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict,
+                  partition_by: list[str] | None) -> bytes:
     """The commit file of an append: commitInfo (with `metadata` at its top level, as delta-rs puts custom
     metadata), one add per file and one txn per SetTransaction, a JSON object per line."""
     now = now_ms()
     info = {"timestamp": now, "operation": "WRITE",
-            "operationParameters": {"mode": "Append", "partitionBy": '["partition"]'},
+            "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partition_by or [])},
             "engineInfo": ENGINE, "isBlindAppend": True, **metadata}
     lines = [{"commitInfo": info}]
     lines += [{"add": {"path": a.path, "partitionValues": a.partition_values, "size": a.size,

@@ -1,7 +1,7 @@
 """Delta statistics of topic data files, written and read in one place: the segment and time index.
 
-A topic file's statistics hold min/max of `offset`, `timestamp` (ISO 8601, UTC, milliseconds) and
-`producer_id`, and the record count; the segment index (`index.py`) is built from them, the
+A topic file's statistics hold min/max of `offset`, `timestamp` (ISO 8601, UTC, milliseconds),
+`producer_id` and (layout 2) `partition`, and the record count; the segment index (`index.py`) is built from them, the
 log writes them for its own files (through delta-rs) and compaction for the files it rewrites.
 """
 
@@ -16,7 +16,7 @@ from deltalake.transaction import AddAction
 
 from lakelog.platform.index import SegmentFile
 
-STATS_COLUMNS = ("offset", "timestamp", "producer_id")
+STATS_COLUMNS = ("partition", "offset", "timestamp", "producer_id")  # `partition`: layout 2 files only
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -32,6 +32,8 @@ def file_stats(table: pa.Table) -> str:
     maxs: dict[str, object] = {}
     nulls: dict[str, int] = {}
     for name in STATS_COLUMNS:
+        if name not in table.column_names:
+            continue
         column = table.column(name)
         nulls[name] = column.null_count
         if column.null_count == n:
@@ -47,12 +49,19 @@ def file_stats(table: pa.Table) -> str:
 
 
 def segment_of(action: AddAction) -> SegmentFile:
-    """The index entry of a file from its add action (the statistics JSON in it)."""
+    """The index entry of a file of one partition from its add action (the statistics JSON in it; the
+    partition is the add's partition value in layout 1, the `partition` statistics in layout 2)."""
     stats = json.loads(action.stats)
     mins, maxs = stats["minValues"], stats["maxValues"]
+    if action.partition_values:
+        partition = int(action.partition_values["partition"])
+    elif mins.get("partition") == maxs.get("partition") is not None:
+        partition = int(mins["partition"])
+    else:
+        raise ValueError(f"{action.path} holds several partitions: index it from its footer")
     return SegmentFile(
         path=action.path,
-        partition=int(action.partition_values["partition"]),
+        partition=partition,
         size_bytes=action.size,
         num_records=stats["numRecords"],
         min_offset=mins["offset"],

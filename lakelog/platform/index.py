@@ -1,16 +1,18 @@
 """The segment index: Delta's per-file statistics, read from the snapshot.
 
 Each data file holds one partition's records sorted by offset; its min/max
-`offset` and `timestamp` stats make the offset index and the time index. No
-side files: the index is rebuilt from the snapshot's add actions whenever the
-table version changes.
+`offset` and `timestamp` stats make the offset index and the time index. A
+file holding several partitions (layout 2, see segment.py) is indexed by its
+slices: one entry per partition, naming the partition's row groups. No side
+files: the index is rebuilt from the snapshot's add actions (and the footers of
+shared files) whenever the table version changes.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -30,6 +32,29 @@ class SegmentFile:
     min_producer_id: int | None = None
     max_producer_id: int | None = None
     modification_time_ms: int = 0
+    # In a file holding several partitions (layout 2, before the roll): this partition's row groups.
+    row_groups: tuple[int, ...] | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Part of a file holding other partitions too: only a rewrite of the whole file removes it."""
+        return self.row_groups is not None
+
+    def joined(self, later: "SegmentFile") -> "SegmentFile":
+        """This slice and the next row groups of the same partition in the same file."""
+        def low(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        def high(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else max(a, b)
+
+        return replace(self, size_bytes=self.size_bytes + later.size_bytes,
+                       num_records=self.num_records + later.num_records, max_offset=later.max_offset,
+                       min_timestamp_ms=min(self.min_timestamp_ms, later.min_timestamp_ms),
+                       max_timestamp_ms=max(self.max_timestamp_ms, later.max_timestamp_ms),
+                       min_producer_id=low(self.min_producer_id, later.min_producer_id),
+                       max_producer_id=high(self.max_producer_id, later.max_producer_id),
+                       row_groups=(*(self.row_groups or ()), *(later.row_groups or ())))
 
     def may_hold_producer(self, producer_id: int) -> bool:
         if self.min_producer_id is None or self.max_producer_id is None:
@@ -79,29 +104,28 @@ class SegmentIndex:
         self.partition(segment.partition).add(segment)
 
     @classmethod
-    def from_add_actions(cls, actions: pa.Table) -> "SegmentIndex":
-        """Build from `DeltaTable.get_add_actions(flatten=True)`."""
+    def from_add_actions(cls, actions: pa.Table,
+                         shared: Mapping[str, Sequence[SegmentFile]] | None = None) -> "SegmentIndex":
+        """Build from `DeltaTable.get_add_actions(flatten=True)`. A file holding several partitions (layout 2)
+        is indexed by its slices, which the caller read from its footer (`shared`, by path; see
+        `shared_files`)."""
         columns = set(actions.column_names)
         if actions.num_rows == 0 or "min.offset" not in columns:
             return cls()
-
-        def col(name: str) -> list:
-            if name not in columns:
-                return [None] * actions.num_rows
-            column = actions.column(name)
-            if pa.types.is_timestamp(column.type):
-                column = column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
-            return column.to_pylist()
-
+        col = _column_reader(actions)
+        partitions = col("partition.partition") if "partition.partition" in columns else col("min.partition")
         rows = zip(
-            col("path"), col("partition.partition"), col("size_bytes"), col("num_records"),
+            col("path"), partitions, col("max.partition"), col("size_bytes"), col("num_records"),
             col("min.offset"), col("max.offset"), col("min.timestamp"), col("max.timestamp"),
             col("min.producer_id"), col("max.producer_id"), col("modification_time"),
         )
-        segments = []
-        for path, part, size, count, lo, hi, tlo, thi, plo, phi, mtime in rows:
-            if lo is None or hi is None:
+        segments: list[SegmentFile] = []
+        for path, part, last_part, size, count, lo, hi, tlo, thi, plo, phi, mtime in rows:
+            if lo is None or hi is None or part is None:
                 continue  # a file without stats is not ours; nothing to index
+            if last_part is not None and last_part != part:
+                segments += (shared or {}).get(path, ())
+                continue
             segments.append(SegmentFile(
                 path=path, partition=int(part), size_bytes=int(size), num_records=int(count or 0),
                 min_offset=int(lo), max_offset=int(hi),
@@ -110,3 +134,28 @@ class SegmentIndex:
             ))
         return cls(segments)
 
+
+def shared_files(actions: pa.Table) -> list[tuple[str, int]]:
+    """(path, modification time ms) of the files that hold several partitions (layout 2): their slices
+    come from their footers."""
+    columns = set(actions.column_names)
+    if actions.num_rows == 0 or "min.partition" not in columns or "max.partition" not in columns:
+        return []
+    col = _column_reader(actions)
+    return [(path, to_ms(mtime)) for path, lo, hi, mtime in
+            zip(col("path"), col("min.partition"), col("max.partition"), col("modification_time"))
+            if lo is not None and hi is not None and lo != hi]
+
+
+def _column_reader(actions: pa.Table):  # type: ignore[no-untyped-def]
+    columns = set(actions.column_names)
+
+    def col(name: str) -> list:
+        if name not in columns:
+            return [None] * actions.num_rows
+        column = actions.column(name)
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+        return column.to_pylist()
+
+    return col

@@ -1,6 +1,7 @@
 """The partitioned log of one topic: a Delta table, and the Delta log as the offset sequencer.
 
-An append is one Delta commit: one new file per partition touched, and one
+An append is one Delta commit: its new data (one file for the whole flush in layout 2, one per
+partition in layout 1: see segment.py), and one
 `SetTransaction("lakelog.partition.<p>", new log end offset)` per partition.
 The log end offset of a partition is that transaction's version, read from
 the snapshot in O(1). lakelog writes these commits itself (the data files, then
@@ -45,14 +46,14 @@ from lakelog.platform.errors import (
     StorageWriteFailed,
     TopicAlreadyExists,
 )
-from lakelog.platform.file_stats import segment_of
-from lakelog.platform.index import SegmentFile, SegmentIndex
+from lakelog.platform.index import SegmentFile, SegmentIndex, shared_files
 from lakelog.platform.layout import topic_path
-from lakelog.platform.segment import read_offsets, write_segments
+from lakelog.platform.segment import TableLayout, Written, read_file, read_offsets, slices_of, write_segments
 from lakelog.platform.storage import (
     DELTA_COMMIT_RETRIES,
     STORAGE_ERRORS,
     STORAGE_RETRY_PAUSE_S,
+    UPLOAD_CONNECTIONS,
     Storage,
     is_retriable,
 )
@@ -76,6 +77,8 @@ RETAINED_COMMITS = 100
 COMMIT_ID = "lakelog.commitId"
 # Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
+# Footers of files holding several partitions, read when another writer's commit or a restart adds them.
+_FOOTER_READS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-footer-get")
 PARTITION_APP_PREFIX = "lakelog.partition."
 # Other writers' commits not yet read for the producer ids they wrote: beyond this many versions the
 # writer forgets all producer state instead of reading them (reloading the producers in use is cheaper).
@@ -113,7 +116,9 @@ class TopicLog:
         self.uri = storage.uri(topic_path(name))
         self._lock = threading.RLock()
         self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
+        self.layout = TableLayout.of(self._dt.metadata().partition_columns)
         self._index = SegmentIndex()
+        self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
         self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
@@ -137,12 +142,12 @@ class TopicLog:
     # ---- table lifecycle -------------------------------------------------
 
     @staticmethod
-    def create_table(storage: Storage, name: str) -> None:
+    def create_table(storage: Storage, name: str, layout: TableLayout = TableLayout.INTAKE) -> None:
         """Create the topic's table. Never deletes: an empty table (another node creating the same topic)
         is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
         uri = storage.uri(topic_path(name))
         try:
-            DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=["partition"], mode="error",
+            DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=layout.partition_by, mode="error",
                               configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
                               name=name)
             return
@@ -201,7 +206,8 @@ class TopicLog:
         """The index, log end offsets and app versions from the snapshot, which is current."""
         old = self._index
         self._apps.clear()
-        self._index = SegmentIndex.from_add_actions(pa.table(self._dt.get_add_actions(flatten=True)))
+        actions = pa.table(self._dt.get_add_actions(flatten=True))
+        self._index = SegmentIndex.from_add_actions(actions, self._shared_slices(actions))
         self._note_foreign(self._version, self._dt.version())
         self._version = self._dt.version()
         self._last_refresh = time.monotonic()
@@ -214,6 +220,23 @@ class TopicLog:
             # Another writer appended here: read the exact log end from its SetTransaction again.
             if partition in self._leo and index.files and index.files[-1].max_offset + 1 > self._leo[partition]:
                 del self._leo[partition]
+
+    def _shared_slices(self, actions: pa.Table) -> dict[str, list[SegmentFile]]:
+        """The slices of the files holding several partitions, from their footers: known for this node's
+        own files, read (in parallel on object storage) for other writers' and after a restart."""
+        shared = dict(shared_files(actions))
+        missing = [(path, mtime) for path, mtime in shared.items() if path not in self._slices]
+        if missing:
+            def read(item: tuple[str, int]) -> tuple[str, list[SegmentFile]]:
+                with self.storage.open_input(f"{self.uri}/{item[0]}") as source:
+                    footer = pq.read_metadata(source)
+                self._remember_metadata(item[0], footer)
+                return item[0], slices_of(item[0], item[1], footer)
+
+            found = map(read, missing) if self.storage.is_local else _FOOTER_READS.map(read, missing)
+            self._slices.update(found)
+        self._slices = {path: self._slices[path] for path in shared}  # rolled files are forgotten
+        return self._slices
 
     # ---- offsets ----------------------------------------------------------
 
@@ -287,7 +310,7 @@ class TopicLog:
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
         runs = _partition_runs(partitions[order])
-        written: tuple[dict[int, int], list[AddAction]] | None = None  # files already written, for these bases
+        written: tuple[dict[int, int], Written] | None = None  # files already written, for these bases
         while True:
             with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
@@ -306,7 +329,8 @@ class TopicLog:
                             written = (bases, self._write_segments(table, runs))
                         landed = self.storage.put_if_absent(
                             commit_uri(self.uri, version),
-                            encode_commit(written[1], txns, self._commit_metadata(commit_id, producer_ids)))
+                            encode_commit(written[1].adds, txns, self._commit_metadata(commit_id, producer_ids),
+                                          self.layout.partition_by))
                     except STORAGE_ERRORS as exc:
                         committed = self._committed_version(version - 1, commit_id)
                         if committed is not None:
@@ -386,16 +410,20 @@ class TopicLog:
             changed, self._changed_producers = self._changed_producers, set()
             return changed
 
-    def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> list[AddAction]:
+    def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
         try:
-            return write_segments(self.storage, self.uri, table, runs)
+            written = write_segments(self.storage, self.uri, table, runs, self.layout)
         except pa.ArrowException as exc:  # data that cannot be stored never will be: not retried
             raise StorageWriteFailed(f"the records of {self.name!r} could not be written: {exc}") from None
+        for segment in written.segments:
+            if segment.shared:
+                self._slices.setdefault(segment.path, []).append(segment)
+        return written
 
     def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
                 offsets: np.ndarray, order: np.ndarray, txns: list[Transaction], version: int,
-                adds: list[AddAction] | None) -> Appended:
-        """Our commit is in the log at `version`, adding `adds`; None when it was found there after an
+                written: Written | None) -> Appended:
+        """Our commit is in the log at `version`, adding `written`; None when it was found there after an
         ambiguous failure (the refreshed snapshot holds it).
 
         Nothing from here on may fail the append or leave this node's log end offsets behind the
@@ -403,11 +431,11 @@ class TopicLog:
         """
         self.commits += 1
         try:
-            if adds is None:
+            if written is None:
                 for p, _, _ in runs:
                     self._leo.pop(p, None)
             else:
-                self._own_commit(version, adds, txns)
+                self._own_commit(version, written.segments, txns)
         except Exception:
             log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
             self._resync()
@@ -423,10 +451,10 @@ class TopicLog:
         in_given_order[order] = offsets
         return Appended(in_given_order, version)
 
-    def _own_commit(self, version: int, adds: list[AddAction], txns: list[Transaction]) -> None:
+    def _own_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
-        for action in adds:
-            self._index.add(segment_of(action))
+        for segment in segments:
+            self._index.add(segment)
         for txn in txns:
             if txn.app_id.startswith(PARTITION_APP_PREFIX):
                 self._leo[int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))] = txn.version
@@ -542,8 +570,9 @@ class TopicLog:
         """
         now = now_ms()
         actions: list[AddAction | RemoveAction] = list(adds)
-        actions += [RemoveAction(s.path, data_change, now, s.size_bytes, {"partition": str(s.partition)})
-                    for s in removes]
+        files = {s.path: s for s in removes}  # a file holding several partitions is removed once
+        actions += [RemoveAction(s.path, data_change, now, self._file_size(s),
+                                 self.layout.partition_values(s.partition)) for s in files.values()]
         try:
             with self._lock:
                 self.refresh()  # the snapshot past our own commits, and the files others removed
@@ -551,8 +580,9 @@ class TopicLog:
                 if any(s.path not in present for s in removes):
                     log.info("maintenance commit on %s: files to remove are gone (another job)", self.name)
                     return False
+                self._check_whole_files(removes)
                 self._dt.create_write_transaction(
-                    actions, "append", TOPIC_SCHEMA, partition_by=["partition"],
+                    actions, "append", TOPIC_SCHEMA, partition_by=self.layout.partition_by,
                     commit_properties=CommitProperties(max_commit_retries=DELTA_COMMIT_RETRIES),
                 )
                 self.commits += 1
@@ -564,6 +594,21 @@ class TopicLog:
             log.info("maintenance commit on %s lost to a concurrent commit: %s", self.name, exc)
             self.refresh()
             return False
+
+    def _check_whole_files(self, removes: list[SegmentFile]) -> None:
+        """Removing a file holding several partitions drops all of them: every slice must be rewritten."""
+        covered = {(s.path, s.partition) for s in removes}
+        for path in {s.path for s in removes if s.shared}:
+            left = [x.partition for x in self._slices.get(path, ()) if (path, x.partition) not in covered]
+            if left:
+                raise InvalidRequest(f"removing {path} from {self.name!r} would drop the records of partitions "
+                                     f"{left}: a file holding several partitions goes only with all its slices")
+
+    def _file_size(self, segment: SegmentFile) -> int:
+        """The whole file's size (a shared file's slices each count their own row groups)."""
+        if not segment.shared:
+            return segment.size_bytes
+        return sum(s.size_bytes for s in self._slices.get(segment.path, [segment]))
 
     # ---- read -------------------------------------------------------------
 
@@ -608,7 +653,8 @@ class TopicLog:
         uri = f"{self.uri}/{segment.path}"
         try:
             with self.storage.open_input(uri) as source:
-                table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path))
+                table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path),
+                                             row_groups=segment.row_groups)
                 self._remember_metadata(segment.path, footer)
         except FileNotFoundError:
             # Removed by retention or compaction after we planned: the next fetch sees the new files.
@@ -623,14 +669,10 @@ class TopicLog:
             self._metadata.popitem(last=False)
 
     def read_segment_table(self, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
-        """A whole data file (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's types.
-
-        delta-rs stores timestamps in microseconds; lakelog's schema says milliseconds.
-        """
+        """A segment's records (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's
+        types."""
         with self.storage.open_input(f"{self.uri}/{segment.path}") as source:
-            table = pq.read_table(source, columns=columns)
-        wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
-        return table if table.schema == wanted else table.cast(wanted)
+            return read_file(source, columns, segment.row_groups)
 
     def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
         """A producer's records in the log (partition, offset, timestamp, producer_id, producer_epoch,

@@ -1,17 +1,30 @@
-"""Segments: the data files of one partition, sorted by offset.
+"""Segments: the data files of a topic, each sorted by partition and offset.
 
-Writing: the log writes one segment per partition of a flush (`write_segments`), as Delta
-stores it, and knows its add action (size, statistics) without reading it back.
-Reading: only the row groups that may hold the offsets asked for, chosen by their offset
-statistics, then cut to exactly those offsets. The log's fetch path and the Spark scan both
-read through here.
+Two table layouts (`TableLayout`, recorded in the table as its partitioning):
+
+- *partitioned* (layout 1, tables created before layout 2): the table is partitioned by `partition`;
+  every file holds one partition's records, without the `partition` column. A flush writes one file
+  per partition it touches (in parallel on object storage).
+- *intake* (layout 2, every new table): the table is unpartitioned and every file has a `partition`
+  column. A flush writes one file, whatever the partition count: each partition's records in their own
+  row groups, so the footer's row-group statistics tell which row groups hold which partition. Delta
+  readers prune by the file statistics of `partition`; lakelog indexes the slices (`slices_of`). The
+  roll job later rewrites these shared files into one file per partition, which retention and
+  compaction work on.
+
+Writing: the log knows the add action (size, statistics) and the index entries of what it wrote without
+reading it back. Reading: only the row groups that may hold the offsets asked for, chosen by their offset
+statistics (within the partition's own row groups), then cut to exactly those offsets. The log's fetch
+path, the Spark scan and the maintenance rewrites all read through here.
 """
 
 from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +32,8 @@ import pyarrow.parquet as pq
 from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.file_stats import file_stats
+from lakelog.platform.file_stats import file_stats, segment_of
+from lakelog.platform.index import SegmentFile
 from lakelog.platform.storage import UPLOAD_CONNECTIONS, Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
@@ -27,37 +41,130 @@ ROW_GROUP_ROWS = 16_384
 # As Delta stores the records: timestamps in microseconds (Delta's timestamp type), the rest as given.
 SEGMENT_FILE_SCHEMA = pa.schema([pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False)
                                  if f.name == "timestamp" else f for f in TOPIC_FILE_SCHEMA])
+INTAKE_FILE_SCHEMA = pa.schema([pa.field("partition", pa.int32(), nullable=False), *SEGMENT_FILE_SCHEMA])
 # Object stores take the segments of one flush in parallel: one round trip for all of them.
 _UPLOADS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-segment-put")
 
 
-def write_segments(storage: Storage, table_uri: str, table: pa.Table,
-                   runs: list[tuple[int, int, int]]) -> list[AddAction]:
-    """One new segment per (partition, start, end) run of `table` (TOPIC_SCHEMA, sorted by partition),
-    and their add actions; on object storage the uploads run in parallel."""
+class TableLayout(IntEnum):
+    PARTITIONED = 1
+    INTAKE = 2
+
+    @classmethod
+    def of(cls, partition_columns: Sequence[str]) -> "TableLayout":
+        return cls.PARTITIONED if list(partition_columns) == ["partition"] else cls.INTAKE
+
+    @property
+    def partition_by(self) -> list[str] | None:
+        return ["partition"] if self is TableLayout.PARTITIONED else None
+
+    def file_path(self, partition: int, name: str) -> str:
+        """Where a data file of `partition` goes, relative to the table root."""
+        return f"partition={partition}/{name}" if self is TableLayout.PARTITIONED else name
+
+    def partition_values(self, partition: int) -> dict[str, str | None]:
+        return {"partition": str(partition)} if self is TableLayout.PARTITIONED else {}
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a flush wrote: the commit's add actions, and the index entries of the files."""
+
+    adds: list[AddAction]
+    segments: list[SegmentFile]
+
+
+def data_file_name() -> str:
+    """A new data file's name, as delta-rs names its files."""
+    return f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+
+
+def write_segments(storage: Storage, table_uri: str, table: pa.Table, runs: list[tuple[int, int, int]],
+                   layout: TableLayout) -> Written:
+    """The files of a flush: `table` (TOPIC_SCHEMA, sorted by partition) holds one (partition, start, end)
+    run per partition. Layout 1: one file per run, uploaded in parallel; layout 2: one file for all."""
+    if layout is TableLayout.INTAKE:
+        return write_intake(storage, table_uri, table, runs)
     files = table.drop_columns(["partition"])
     slices = [(p, files.slice(start, end - start)) for p, start, end in runs]
     if storage.is_local or len(slices) == 1:
-        return [write_segment(storage, table_uri, p, records) for p, records in slices]
-    return list(_UPLOADS.map(lambda job: write_segment(storage, table_uri, *job), slices))
+        adds = [write_segment(storage, table_uri, p, records, layout) for p, records in slices]
+    else:
+        adds = list(_UPLOADS.map(lambda job: write_segment(storage, table_uri, *job, layout), slices))
+    return Written(adds, [segment_of(a) for a in adds])
 
 
-def write_segment(storage: Storage, table_uri: str, partition: int, records: pa.Table) -> AddAction:
-    """A new data file of `partition` holding `records` (TOPIC_FILE_SCHEMA), named as delta-rs names its
-    files; in one write, so its size is known without asking the store."""
-    relative = f"partition={partition}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    sink = pa.BufferOutputStream()
-    pq.write_table(records.cast(SEGMENT_FILE_SCHEMA), sink, compression="snappy", row_group_size=ROW_GROUP_ROWS)
-    data = sink.getvalue()
+def write_segment(storage: Storage, table_uri: str, partition: int, records: pa.Table,
+                  layout: TableLayout) -> AddAction:
+    """A new data file of `partition` holding `records` (TOPIC_FILE_SCHEMA); in one write, so its size is
+    known without asking the store."""
+    if layout is TableLayout.INTAKE:
+        records = records.add_column(0, INTAKE_FILE_SCHEMA.field("partition"),
+                                     pa.array([partition] * records.num_rows, pa.int32()))
+        schema = INTAKE_FILE_SCHEMA
+    else:
+        schema = SEGMENT_FILE_SCHEMA
+    relative = layout.file_path(partition, data_file_name())
+    data = _parquet_bytes([records.cast(schema)], schema, ROW_GROUP_ROWS)
     storage.write_bytes(f"{table_uri}/{relative}", data)
-    return AddAction(relative, data.size, {"partition": str(partition)}, now_ms(), True, file_stats(records))
+    return AddAction(relative, data.size, layout.partition_values(partition), now_ms(), True, file_stats(records))
 
 
-def row_groups_between(metadata: pq.FileMetaData, start: int, end: int | None = None) -> list[int]:
-    """Row groups whose offsets may fall in [start, end) (end None: no upper bound)."""
+def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
+    """One file for every partition of the flush: each run in its own row groups (a row group never holds
+    two partitions), so the file's slices come from its footer; one PUT whatever the partition count."""
+    relative = data_file_name()
+    pieces = [table.slice(start, end - start).cast(INTAKE_FILE_SCHEMA) for _, start, end in runs]
+    data = _parquet_bytes(pieces, INTAKE_FILE_SCHEMA, ROW_GROUP_ROWS)
+    storage.write_bytes(f"{table_uri}/{relative}", data)
+    action = AddAction(relative, data.size, {}, now_ms(), True, file_stats(table))
+    if len(runs) == 1:
+        return Written([action], [segment_of(action)])
+    footer = pq.read_metadata(pa.BufferReader(data))
+    return Written([action], slices_of(relative, action.modification_time, footer))
+
+
+def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+        for piece in pieces:  # each write ends its row groups: pieces never share one
+            writer.write_table(piece, row_group_size=row_group_rows)
+    return sink.getvalue()
+
+
+def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
+    """The index entries of a file holding several partitions: one per partition, from the statistics of
+    its row groups (each holds one partition; a partition's row groups are consecutive)."""
+    columns = {footer.row_group(0).column(j).path_in_schema: j for j in range(footer.num_columns)} \
+        if footer.num_row_groups else {}
+    slices: list[SegmentFile] = []
+    for i in range(footer.num_row_groups):
+        group = footer.row_group(i)
+        stats = {name: group.column(j).statistics for name, j in columns.items()}
+        partition = stats["partition"].min
+        size = sum(group.column(j).total_compressed_size for j in range(group.num_columns))
+        pids = stats.get("producer_id")
+        has_pids = pids is not None and pids.has_min_max
+        entry = SegmentFile(
+            path=path, partition=partition, size_bytes=size, num_records=group.num_rows,
+            min_offset=stats["offset"].min, max_offset=stats["offset"].max,
+            min_timestamp_ms=stats["timestamp"].min_raw // 1000, max_timestamp_ms=stats["timestamp"].max_raw // 1000,
+            min_producer_id=pids.min if has_pids else None, max_producer_id=pids.max if has_pids else None,
+            modification_time_ms=modification_time_ms, row_groups=(i,))
+        if slices and slices[-1].partition == partition:
+            entry = slices[-1].joined(entry)
+            slices.pop()
+        slices.append(entry)
+    return slices
+
+
+def row_groups_between(metadata: pq.FileMetaData, start: int, end: int | None = None,
+                       among: Sequence[int] | None = None) -> list[int]:
+    """Row groups (of `among`, default all) whose offsets may fall in [start, end) (end None: no upper
+    bound)."""
     column = metadata.schema.names.index("offset")
     groups = []
-    for i in range(metadata.num_row_groups):
+    for i in range(metadata.num_row_groups) if among is None else among:
         stats = metadata.row_group(i).column(column).statistics
         if stats is None or not stats.has_min_max or (stats.max >= start and (end is None or stats.min < end)):
             groups.append(i)
@@ -65,14 +172,16 @@ def row_groups_between(metadata: pq.FileMetaData, start: int, end: int | None = 
 
 
 def read_offsets(source: Any, start: int, end: int | None = None, columns: list[str] | None = None,
-                 metadata: pq.FileMetaData | None = None) -> tuple[pa.Table, pq.FileMetaData]:
-    """The records of [start, end) in an open segment file, and its footer (to cache for the next read)."""
+                 metadata: pq.FileMetaData | None = None,
+                 row_groups: Sequence[int] | None = None) -> tuple[pa.Table, pq.FileMetaData]:
+    """The records of [start, end) in an open data file (of one partition: `row_groups` are its own in a
+    file holding several), without a `partition` column, and the footer (to cache for the next read)."""
     parquet = pq.ParquetFile(source, metadata=metadata)
-    groups = row_groups_between(parquet.metadata, start, end)
+    groups = row_groups_between(parquet.metadata, start, end, row_groups)
     if not groups:
         empty = TOPIC_FILE_SCHEMA.empty_table()
         return (empty.select(columns) if columns else empty), parquet.metadata
-    table = parquet.read_row_groups(groups, columns=columns)
+    table = _without_partition(parquet.read_row_groups(groups, columns=columns))
     offsets = table.column("offset")
     if table.num_rows and (offsets[0].as_py() < start or (end is not None and offsets[-1].as_py() >= end)):
         keep = pc.greater_equal(offsets, start)
@@ -80,3 +189,20 @@ def read_offsets(source: Any, start: int, end: int | None = None, columns: list[
             keep = pc.and_(keep, pc.less(offsets, end))
         table = table.filter(keep)
     return table, parquet.metadata
+
+
+def read_file(source: Any, columns: list[str] | None = None, row_groups: Sequence[int] | None = None) -> pa.Table:
+    """A whole data file, or one partition's row groups of a file holding several, in TOPIC_FILE_SCHEMA's
+    types (delta-rs and lakelog store timestamps in microseconds; the schema says milliseconds)."""
+    if row_groups is None:
+        table = pq.read_table(source, columns=columns)
+    else:
+        table = pq.ParquetFile(source).read_row_groups(list(row_groups), columns=columns)
+    table = _without_partition(table)
+    wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
+    return table if table.schema == wanted else table.select(wanted.names).cast(wanted)
+
+
+def _without_partition(table: pa.Table) -> pa.Table:
+    """Readers of one partition's records get them without the column (layout 2 files have it)."""
+    return table.drop_columns(["partition"]) if "partition" in table.column_names else table

@@ -22,7 +22,9 @@ from lakelog.compaction.planners import PLANNERS, PartitionPlan
 from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_segments
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.index import SegmentFile
 from lakelog.platform.log import TopicLog
+from lakelog.platform.segment import TableLayout
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.replicate import run_replication
 from lakelog.spark_jobs.report import JobReport, Progress
@@ -39,6 +41,7 @@ MAX_ROUNDS = 3
 class RewriteTask:
     connection: Connection
     table_uri: str
+    layout: TableLayout
     plan: PartitionPlan
 
 
@@ -99,7 +102,7 @@ def _execute_and_commit(job: str, broker: Broker, spark: Any, plans: list[Partit
     if job == "retention":  # metadata only: nothing for executors to do
         results: list[list[RewriteResult]] = [[] for _ in plans]
     else:
-        tasks = [RewriteTask(_connection(broker.topic_log(p.topic)), broker.topic_log(p.topic).uri, p) for p in plans]
+        tasks = [_task(broker.topic_log(p.topic), p) for p in plans]
         if progress:
             progress(f"{job}: rewriting {len(tasks)} partition(s) on executors", 0, len(plans))
         if spark is not None:
@@ -107,17 +110,36 @@ def _execute_and_commit(job: str, broker: Broker, spark: Any, plans: list[Partit
         else:
             results = [execute_rewrite(t) for t in tasks]
     conflicted: set[tuple[str, int]] = set()
-    for done, (plan, result) in enumerate(zip(plans, results), 1):
-        if not _commit(job, broker, plan, result, report):
-            conflicted.add((plan.topic, plan.partition))
+    done = 0
+    for batch in _commit_batches(list(zip(plans, results))):
+        if not _commit(job, broker, batch, report):
+            conflicted |= {(plan.topic, plan.partition) for plan, _ in batch}
+        done += len(batch)
         if progress:
-            progress(f"{job}: committed {plan.topic}-{plan.partition}", done, len(plans))
+            progress(f"{job}: committed {', '.join(f'{p.topic}-{p.partition}' for p, _ in batch)}", done, len(plans))
     return conflicted
 
 
-def _connection(topic_log: TopicLog) -> Connection:
+Planned = tuple[PartitionPlan, list[RewriteResult]]
+
+
+def _commit_batches(done: list[Planned]) -> list[list[Planned]]:
+    """One commit per partition, but one per topic for the partitions whose inputs include slices of
+    shared files: such a file leaves the table only with every partition's slice rewritten."""
+    batches: list[list[Planned]] = []
+    shared: dict[str, list[Planned]] = {}
+    for plan, results in done:
+        if any(f.shared for f in plan.inputs):
+            shared.setdefault(plan.topic, []).append((plan, results))
+        else:
+            batches.append([(plan, results)])
+    return batches + list(shared.values())
+
+
+def _task(topic_log: TopicLog, plan: PartitionPlan) -> RewriteTask:
     """Where the topic's table lives: the root, or its leader site when replicated."""
-    return Connection(topic_log.storage.root, dict(topic_log.storage.options))
+    connection = Connection(topic_log.storage.root, dict(topic_log.storage.options))
+    return RewriteTask(connection, topic_log.uri, topic_log.layout, plan)
 
 
 def execute_rewrite(task: RewriteTask) -> list[RewriteResult]:
@@ -126,33 +148,40 @@ def execute_rewrite(task: RewriteTask) -> list[RewriteResult]:
     plan = task.plan
     by_path = {f.path: f for f in plan.inputs}
     results = []
-    for group in plan.groups:
+    for i, group in enumerate(plan.groups):
         inputs = [by_path[p] for p in group]
         if plan.job == "roll":
-            results.append(merge_segments(storage, task.table_uri, plan.partition, inputs, plan.target_bytes))
+            finished = plan.finished[i] if plan.finished else True
+            results.append(merge_segments(storage, task.table_uri, task.layout, plan.partition, inputs,
+                                          plan.target_bytes, finished))
         else:
-            results.append(compact_segments(storage, task.table_uri, plan.partition, inputs, plan.target_bytes,
-                                            plan.delete_retention_ms))
+            results.append(compact_segments(storage, task.table_uri, task.layout, plan.partition, inputs,
+                                            plan.target_bytes, plan.delete_retention_ms))
     return results
 
 
-def _commit(job: str, broker: Broker, plan: PartitionPlan, results: list[RewriteResult], report: JobReport) -> bool:
-    topic_log: TopicLog = broker.topic_log(plan.topic)
-    by_path = {f.path: f for f in plan.inputs}
-    if job == "retention":
-        removes = list(plan.inputs)
-        adds: list[AddAction] = []
-    else:
-        changed = [r for r in results if r.changed]
-        if not changed:
-            report.unchanged += 1
-            return True
-        removes = [by_path[p] for r in changed for p in r.inputs]
-        adds = [AddAction(o.path, o.size_bytes, {"partition": str(o.partition)}, o.modification_time_ms, job != "roll",
-                          o.stats) for r in changed for o in r.outputs]
+def _commit(job: str, broker: Broker, batch: list[Planned], report: JobReport) -> bool:
+    """Commit the rewrites of one partition, or of several partitions of one topic, in one commit."""
+    topic_log: TopicLog = broker.topic_log(batch[0][0].topic)
+    removes: list[SegmentFile] = []
+    adds: list[AddAction] = []
+    results = [r for _, rs in batch for r in rs]
+    for plan, planned in batch:
+        by_path = {f.path: f for f in plan.inputs}
+        if job == "retention":
+            removes += plan.inputs
+            continue
+        for r in planned:
+            if r.changed:
+                removes += [by_path[p] for p in r.inputs]
+                adds += [AddAction(o.path, o.size_bytes, topic_log.layout.partition_values(o.partition),
+                                   o.modification_time_ms, job != "roll", o.stats) for o in r.outputs]
+    if not removes:
+        report.unchanged += len(batch)
+        return True
     if topic_log.commit_file_changes(adds, removes, data_change=job != "roll"):
         report.commits += 1
-        report.files_removed += len(removes)
+        report.files_removed += len({f.path for f in removes})
         report.files_added += len(adds)
         report.bytes_in += sum(f.size_bytes for f in removes)
         report.records_in += sum(r.records_in for r in results if r.changed)

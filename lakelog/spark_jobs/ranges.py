@@ -30,6 +30,11 @@ class FileRef:
     path: str  # relative to the table root
     min_offset: int
     max_offset: int
+    row_groups: tuple[int, ...] | None = None  # the partition's own, in a file holding several
+
+    @classmethod
+    def of(cls, segment: SegmentFile) -> "FileRef":
+        return cls(segment.path, segment.min_offset, segment.max_offset, segment.row_groups)
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,7 @@ def plan_ranges(reader: TopicReader, starts: dict[TopicPartition, int], ends: di
 
 
 def _files(segments: list[SegmentFile], start: int, end: int) -> tuple[FileRef, ...]:
-    return tuple(FileRef(s.path, s.min_offset, s.max_offset) for s in segments
-                 if s.max_offset >= start and s.min_offset < end)
+    return tuple(FileRef.of(s) for s in segments if s.max_offset >= start and s.min_offset < end)
 
 
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,

@@ -67,7 +67,7 @@ def read_range(connection: Connection, rng: OffsetRange, include_headers: bool,
 
 def _read_file(storage: Storage, rng: OffsetRange, ref: FileRef, position: int, columns: list[str]) -> pa.Table:
     with storage.open_input(f"{rng.table_uri}/{ref.path}") as source:
-        return read_offsets(source, position, rng.end, columns)[0]
+        return read_offsets(source, position, rng.end, columns, row_groups=ref.row_groups)[0]
 
 
 def _replan(storage: Storage, rng: OffsetRange, position: int, fail_on_data_loss: bool) -> tuple[int, list[FileRef]]:
@@ -75,8 +75,7 @@ def _replan(storage: Storage, rng: OffsetRange, position: int, fail_on_data_loss
     p = rng.partition
     position = check_data_loss(rng.topic, p, position, topic_log.log_start_offset(p), topic_log.log_end_offset(p),
                                fail_on_data_loss)
-    files = [FileRef(s.path, s.min_offset, s.max_offset) for s in topic_log.segments(p)
-             if s.max_offset >= position and s.min_offset < rng.end]
+    files = [FileRef.of(s) for s in topic_log.segments(p) if s.max_offset >= position and s.min_offset < rng.end]
     return position, files
 
 

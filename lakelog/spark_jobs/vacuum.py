@@ -79,7 +79,7 @@ def _orphans_due(topic_log: TopicLog, state: dict[str, Any], active: set[str], n
 
 
 def _data_files(topic_log: TopicLog) -> dict[str, int]:
-    """Parquet files under the table's partition folders, with their modification time (ms)."""
+    """The table's data files (not the log's checkpoints), with their modification time (ms)."""
     fs = topic_log.storage.fsspec
     base = topic_log.storage.fs_path(topic_log.uri)
     if not fs.exists(base):
@@ -87,7 +87,9 @@ def _data_files(topic_log: TopicLog) -> dict[str, int]:
     found = {}
     for path, info in fs.find(base, detail=True).items():
         relative = path[len(base):].lstrip("/")
-        if not relative.startswith("partition=") or not relative.endswith(".parquet"):
+        # Layout 1 files sit in partition folders, layout 2 files at the table's top level.
+        if not relative.endswith(".parquet") or relative.startswith("_") or \
+                ("/" in relative and not relative.startswith("partition=")):
             continue
         modified = info.get("mtime") or info.get("LastModified") or info.get("created")
         seconds = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)

@@ -29,10 +29,10 @@ def test_replication_job_killed_mid_run_then_restarted_leaves_identical_tables(t
     command = [sys.executable, "-m", "lakelog.spark_jobs.submit", "replicate", "--root", str(tmp_path / "unused"),
                "--local"]
     job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    follower_log = tmp_path / "b" / "topics" / "t" / "partition=0"
+    follower_table = tmp_path / "b" / "topics" / "t"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.poll() is None:
-        if follower_log.exists() and len(os.listdir(follower_log)) >= 20:  # some files copied
+        if len([f for f in follower_table.glob("*.parquet")]) >= 20:  # some data files copied (layout 2)
             break
         time.sleep(0.05)
     job.send_signal(signal.SIGKILL)

@@ -18,7 +18,7 @@ ADD = AddAction("partition=3/part-00000-x-c000.snappy.parquet", 1234, {"partitio
 
 
 def test_a_commit_holds_commit_info_first_then_adds_then_transactions() -> None:
-    commit = encode_commit([ADD], [Transaction("lakelog.partition.3", 12)], {"lakelog.commitId": "c1"})
+    commit = encode_commit([ADD], [Transaction("lakelog.partition.3", 12)], {"lakelog.commitId": "c1"}, ["partition"])
     lines = [json.loads(line) for line in commit.splitlines()]
     assert [next(iter(line)) for line in lines] == ["commitInfo", "add", "txn"]
     assert commit_info(commit)["lakelog.commitId"] == "c1"  # custom metadata at the top level, as delta-rs
@@ -34,7 +34,7 @@ def test_delta_rs_reads_the_files_and_transactions_of_an_encoded_commit(tmp_path
                       partition_by=["partition"])
     storage = Storage.open(str(tmp_path))
     assert storage.put_if_absent(commit_uri(uri, 1), encode_commit([ADD], [Transaction("lakelog.partition.3", 12)],
-                                                                  {}))
+                                                                  {}, ["partition"]))
     assert not storage.put_if_absent(commit_uri(uri, 1), b"{}")  # the version is taken: refused, unchanged
     table = DeltaTable(uri)
     assert table.version() == 1

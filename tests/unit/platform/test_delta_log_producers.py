@@ -12,16 +12,16 @@ ADD = AddAction("partition=0/part-0.parquet", 10, {"partition": "0"}, 1, True, "
 
 
 def test_an_append_names_its_producers() -> None:
-    commit = encode_commit([ADD], [Transaction("lakelog.partition.0", 3)], {PRODUCER_IDS: [7, 1 << 62]})
+    commit = encode_commit([ADD], [Transaction("lakelog.partition.0", 3)], {PRODUCER_IDS: [7, 1 << 62]}, ["partition"])
     assert committed_producers(commit) == {7, 1 << 62}
 
 
 def test_an_append_without_idempotent_producers_names_none() -> None:
-    assert committed_producers(encode_commit([ADD], [], {PRODUCER_IDS: []})) == set()
+    assert committed_producers(encode_commit([ADD], [], {PRODUCER_IDS: []}, ["partition"])) == set()
 
 
 def test_an_append_without_the_list_may_hold_any_producer() -> None:
-    assert committed_producers(encode_commit([ADD], [], {"lakelog.commitId": "c"})) is None
+    assert committed_producers(encode_commit([ADD], [], {"lakelog.commitId": "c"}, ["partition"])) is None
 
 
 def test_removes_and_rewrites_add_no_batches() -> None:
