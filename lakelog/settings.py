@@ -56,6 +56,12 @@ class HttpSettings(BaseModel):
     max_poll_timeout_ms: int = Field(30_000, ge=0, description="Longest long poll (timeout_ms) a fetch may ask for")
     shutdown_timeout_s: int = Field(30, ge=1, description="Graceful shutdown: how long in-flight requests may finish")
     access_log: bool = Field(False, description="Log one line per request (method, path, status)")
+    # The history the console plots (`GET /v1/topics/{topic}/history`, `GET /v1/groups/{group}/history`)
+    history_interval_s: float = Field(5.0, gt=0, le=3600, description="How often the history of the topics "
+                                                                      "this node leads and the groups it "
+                                                                      "coordinates is sampled")
+    history_window_s: int = Field(3600, ge=1, le=86_400, description="How long the history keeps samples "
+                                                                     "(in memory)")
 
 
 class GroupSettings(BaseModel):

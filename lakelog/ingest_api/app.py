@@ -17,7 +17,7 @@ from starlette.responses import Response
 from lakelog.ingest_api import api_docs, console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
-from lakelog.ingest_api.cluster_routing import GroupRouting
+from lakelog.ingest_api.cluster_routing import OwnerRouting
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, topics
@@ -30,6 +30,7 @@ from lakelog.platform.cluster.membership import node_id_of
 from lakelog.platform.cluster.ownership import group_key
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
+from lakelog.platform.history import HistorySampler
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.observability import startup_log
 from lakelog.settings import Settings
@@ -69,7 +70,9 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
     metrics = Metrics()
     metrics.attach(broker, coordinator)
     join_cluster(settings, broker, coordinator)
-    return Services(settings, broker, coordinator, acls, authorizer, metrics)
+    # Started once the node knows what it leads: the history it samples is of its own topics and groups.
+    history = HistorySampler(broker, coordinator, settings.history_interval_s, settings.history_window_s).start()
+    return Services(settings, broker, coordinator, acls, authorizer, metrics, history)
 
 
 def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> None:
@@ -189,6 +192,7 @@ def hand_over(services: Services) -> None:
 def stop_services(services: Services) -> None:
     """Graceful: no new produce, pending produce flushed (acks >= 1 answered), group offsets committed."""
     services.closing = True
+    services.history.close()  # before what it samples closes
     if services.broker.cluster is not None:  # the others take this node's topics and groups at their next round
         services.broker.cluster.leave()
     try:
@@ -238,7 +242,7 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     errors.install(app, count_error)
     if settings.docs_require_key and settings.authentication:
         _guard_docs(app)
-    app.add_middleware(GroupRouting)  # group requests go to the group's coordinator node
+    app.add_middleware(OwnerRouting)  # group requests go to the group's coordinator, a topic's history to its leader
     app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router,
                    cluster.router):

@@ -1,4 +1,5 @@
-"""What one server holds while it runs: the broker, the group coordinator, ACLs, metrics, back-pressure."""
+"""What one server holds while it runs: the broker, the group coordinator, ACLs, metrics, the plots' history,
+back-pressure."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
+from lakelog.platform.history import HistorySampler
 from lakelog.settings import Settings
 
 
@@ -25,6 +27,7 @@ class Services:
     acls: AclStore
     authorizer: Authorizer
     metrics: Metrics
+    history: HistorySampler
     inflight_bytes: int = 0
     open_topics: set[str] = field(default_factory=set)
     closing: bool = False

@@ -266,6 +266,45 @@ class GroupList(Strict):
     groups: list[GroupSummary]
 
 
+# ---- history (what the console plots) -------------------------------------------------------------
+
+
+class PartitionHistory(Strict):
+    partition: int
+    log_end_offset: list[int | None] = Field(description="At each of `times_ms` (null: not sampled then)")
+    size_bytes: list[int | None] = Field(description="At each of `times_ms` (null: not sampled then)")
+    records_per_s: list[float | None] = Field(
+        description="Produce rate: the log end offset's change per second since the sample before (null for the "
+                    "first sample, or when either is unknown)")
+
+
+class TopicHistory(Strict):
+    topic: str
+    interval_ms: int = Field(description="How often the topic's leader samples")
+    window_ms: int = Field(description="How long it keeps samples")
+    times_ms: list[int] = Field(description="The samples' times (ms since the epoch), oldest first")
+    partitions: list[PartitionHistory]
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "topic": "orders", "interval_ms": 5000, "window_ms": 3600000, "times_ms": [1700000000000, 1700000005000],
+        "partitions": [{"partition": 0, "log_end_offset": [40, 52], "size_bytes": [8120, 9560],
+                        "records_per_s": [None, 2.4]}]}]})
+
+
+class PartitionLagHistory(Strict):
+    topic: str
+    partition: int
+    lag: list[int | None] = Field(description="At each of `times_ms` (null: no lag known then)")
+
+
+class GroupHistory(Strict):
+    group: str
+    interval_ms: int = Field(description="How often the group's coordinator samples")
+    window_ms: int = Field(description="How long it keeps samples")
+    times_ms: list[int] = Field(description="The samples' times (ms since the epoch), oldest first")
+    partitions: list[PartitionLagHistory]
+
+
 # ---- ACLs ----------------------------------------------------------------------------
 
 

@@ -299,6 +299,32 @@ class Broker:
         leader = view.owner(topic_key(topic))
         return None if view.is_local(leader) else leader
 
+    def led_partition_states(self) -> dict[str, list[PartitionState]] | None:
+        """The partitions of each topic this node has open and leads, as it knows them: memory only, no
+        storage request and no topic opened (what the history samples every few seconds). The leader's own
+        commits are known without reading them back; other writers' (maintenance jobs, a node that could not
+        reach it) show once something refreshes the log (a describe, a conflict). Topics the catalog no
+        longer has (it is re-read about once a second) are left out. None without a fresh view of the
+        cluster: which topics this node leads is unknown then."""
+        view = None
+        if self.cluster is not None:
+            try:
+                view = self.cluster.view()
+            except NotInCluster:
+                return None
+        with self._lock:
+            opened = list(self._topics.items())
+        states = {}
+        for name, topic in opened:
+            if view is not None and not view.is_local(view.owner(topic_key(name))):
+                continue
+            try:
+                partitions = self.catalog.get(name, refresh=False).partitions
+            except UnknownTopicOrPartition:
+                continue
+            states[name] = [topic.log.partition_state(p) for p in range(partitions)]
+        return states
+
     def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
         with self._lock:
             forwarder = opened.forwarders.get(leader.node_id)

@@ -1,7 +1,7 @@
 """The web console at /ui in a real headless browser (Debian's chromium and chromedriver) against a real server
 with authentication on: topics with their offsets, a topic's partitions and records, a group's members and lag,
-the jobs' last runs and the nodes, what a principal without rights cannot see, and the API key entered in the
-page."""
+plots that start with the server's history, the jobs' last runs and the nodes, what a principal without rights
+cannot see, and the API key entered in the page."""
 
 from __future__ import annotations
 
@@ -77,6 +77,21 @@ def enter_key(driver: object, key: str) -> None:
     driver.find_element("id", "use-key").click()  # type: ignore[attr-defined]
 
 
+def plotted(driver: object, chart_id: str) -> tuple[int, int, int]:
+    """(points, lines drawn, the oldest point's time in ms) of a chart as the page drew it."""
+    figure = driver.find_element("id", chart_id)  # type: ignore[attr-defined]
+    lines = figure.find_elements("css selector", "svg polyline")
+    return int(figure.get_attribute("data-points") or 0), len(lines), int(figure.get_attribute("data-from") or 0)
+
+
+def sampled(server: ThreadServer, path: str, samples: int) -> None:
+    """Wait until the server's history at `path` holds this many samples."""
+    deadline = time.monotonic() + 15
+    while len(httpx.get(server.url + path, headers=ADMIN).json()["times_ms"]) < samples:
+        assert time.monotonic() < deadline, f"{path}: fewer than {samples} samples"
+        time.sleep(0.1)
+
+
 def seed(server: ThreadServer) -> None:
     with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as c:
         for name, partitions in (("orders", 2), ("payroll", 1)):
@@ -105,7 +120,7 @@ def seed(server: ThreadServer) -> None:
 
 def test_console_shows_topics_records_and_groups_with_the_api_key(
         start_server: Callable[..., ThreadServer], browser: object, tmp_path: Path) -> None:
-    server = start_server(api_keys_json=json.dumps(KEYS))
+    server = start_server(api_keys_json=json.dumps(KEYS), history_interval_s=0.2)  # plots with a past, fast
     seed(server)
     assert httpx.get(server.url + "/ui", follow_redirects=True).status_code == 200
     assert httpx.get(server.url + "/ui/console.js").headers["content-type"].startswith(
@@ -124,9 +139,17 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     assert text_of(driver, "status") == ""
 
     # one topic: partitions, the latest records of a partition (text, never HTML), config
+    sampled(server, "/v1/topics/orders/history", 3)
+    opened_ms = time.time() * 1000
     driver.find_element("link text", "orders").click()  # type: ignore[attr-defined]
     partitions = wait_for(driver, lambda: rows(driver, "partitions")[0][0] == "0" and rows(driver, "partitions"),
                           "the partitions of orders")
+    # the plots drawn on opening the page already hold the server's samples from before it opened, one line
+    # per partition (a page sampling for itself would have one point each, after opened_ms)
+    for chart_id in ("rate-chart", "size-chart"):
+        points, lines, oldest = wait_for(driver, lambda: plotted(driver, chart_id)[0] and plotted(driver, chart_id),
+                                         f"the {chart_id}")  # type: ignore[misc]
+        assert lines == 2 and points >= 4 and oldest < opened_ms, (chart_id, points, lines, oldest, opened_ms)
     assert [row[:4] for row in partitions] == [["0", "0", "3", "3"], ["1", "0", "2", "2"]]  # type: ignore[index]
     records = wait_for(driver, lambda: len(rows(driver, "records")) == 3 and rows(driver, "records"),
                        "the records of orders-0")
@@ -138,7 +161,6 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     wait_for(driver, lambda: [r[3] for r in rows(driver, "records")] == ["order 1 <b>not html</b>",
                                                                           "order 3 <b>not html</b>"],
              "the records of orders-1")
-    assert driver.find_elements("css selector", "#size-chart svg")  # type: ignore[attr-defined]
     driver.find_element("id", "produce-key").send_keys("user-9")  # type: ignore[attr-defined]
     driver.find_element("id", "produce-value").send_keys("from the console")  # type: ignore[attr-defined]
     driver.find_element("css selector", "#produce button").click()  # type: ignore[attr-defined]
@@ -153,9 +175,13 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     groups = wait_for(driver, lambda: rows(driver, "groups")[0][0] == "billing" and rows(driver, "groups"),
                       "the groups")
     assert groups == [["billing", "Stable", "1", "orders", str(ends[0] - 1 + ends[1] - 2)]]
+    opened_ms = time.time() * 1000
     driver.find_element("link text", "billing").click()  # type: ignore[attr-defined]
     offsets = wait_for(driver, lambda: rows(driver, "offsets")[0][0] == "orders" and rows(driver, "offsets"),
                        "the group's offsets")
+    points, lines, oldest = wait_for(driver, lambda: plotted(driver, "lag-chart")[0] and plotted(driver, "lag-chart"),
+                                     "the lag chart")  # type: ignore[misc]
+    assert lines == 2 and points >= 4 and oldest < opened_ms, (points, lines, oldest, opened_ms)
     members = rows(driver, "members")
     assert len(members) == 1 and members[0][0].startswith("member-") and members[0][3] == "orders-0, orders-1"
     assert [row[:4] for row in offsets] == [  # type: ignore[index]

@@ -4,12 +4,11 @@
 const BASE = location.pathname.replace(/\/ui(\/.*)?$/, "");  // the server's prefix (empty unless proxied)
 const KEY_STORE = "lakelog.apiKey";
 const REFRESH_MS = 5000;
-const HISTORY_POINTS = 720;  // one hour at one sample every 5 s
 const COLOURS = ["#0b6bcb", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#1098ad", "#e67700", "#5c940d"];
 
 const view = document.getElementById("view");
 const statusBox = document.getElementById("status");
-const series = new Map();  // plot name -> Map(line name -> [[time ms, value]])
+const series = new Map();  // plot name -> Map(line name -> [[time ms, value]]), from the server's history
 let refreshTimer = null;
 
 // ---- API -----------------------------------------------------------------------------------------
@@ -97,16 +96,39 @@ function encoded(value, encoding) {
   return encoding ? [text, el("span", { class: "enc" }, encoding)] : text;
 }
 
-// ---- plots: samples taken by this page, drawn as SVG ----------------------------------------------
+// ---- plots: the server's history (GET .../history), drawn as SVG ---------------------------------
+// The node that leads a topic (coordinates a group) samples it every few seconds and keeps an hour, so a page
+// just opened plots the last hour at once; each refresh then asks only for the samples since the last one.
 
-function sample(plot, line, value) {
-  if (!series.has(plot)) series.set(plot, new Map());
-  const lines = series.get(plot);
-  if (!lines.has(line)) lines.set(line, []);
-  const points = lines.get(line);
-  points.push([Date.now(), value]);
-  if (points.length > HISTORY_POINTS) points.splice(0, points.length - HISTORY_POINTS);
+function extend(plot, answer, lines, fresh) {
+  // lines: Map(line name -> values aligned with answer.times_ms, null where not sampled); fresh: start over
+  if (fresh || !series.has(plot)) series.set(plot, new Map());
+  const plotted = series.get(plot);
+  const times = answer.times_ms;
+  for (const [name, values] of lines) {
+    if (!plotted.has(name)) plotted.set(name, []);
+    const points = plotted.get(name);
+    values.forEach((value, i) => { if (value !== null) points.push([times[i], value]); });
+  }
+  const oldest = (times.length ? times[times.length - 1] : Date.now()) - answer.window_ms;
+  for (const points of plotted.values()) {
+    const kept = points.findIndex((p) => p[0] > oldest);
+    points.splice(0, kept < 0 ? points.length : kept);
+  }
 }
+
+function historyPoller(path) {
+  // The history since the last sample seen (all of it the first time); `fresh` tells the first answer.
+  let since = null;
+  return async () => {
+    const fresh = since === null;
+    const answer = await api(path + (fresh ? "" : `?since_ms=${since}`));
+    if (answer.times_ms.length) since = answer.times_ms[answer.times_ms.length - 1];
+    return [answer, fresh];
+  };
+}
+
+function formatRate(v) { return (v >= 100 ? v.toFixed(0) : v.toFixed(1)) + "/s"; }
 
 function chart(id, title, plot, format) {
   const width = 460, height = 150, pad = { left: 58, right: 10, top: 10, bottom: 22 };
@@ -124,9 +146,13 @@ function chart(id, title, plot, format) {
   add("rect", { x: pad.left, y: pad.top, width: width - pad.left - pad.right, height: height - pad.top - pad.bottom,
                 fill: "none", stroke: "#dde1e8" });
   const legend = el("div", { class: "legend" });
+  // loops, not Math.min(...all): an hour of many partitions is more arguments than a call takes
+  const least = (i, start) => all.reduce((m, p) => Math.min(m, p[i]), start);
+  const most = (i, start) => all.reduce((m, p) => Math.max(m, p[i]), start);
+  const t0 = all.length ? least(0, Infinity) : null;
   if (all.length) {
-    const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]), t0 + 1);
-    const v0 = Math.min(0, ...all.map((p) => p[1])), v1 = Math.max(...all.map((p) => p[1]), v0 + 1);
+    const t1 = most(0, t0 + 1);
+    const v0 = least(1, 0), v1 = most(1, v0 + 1);
     const x = (t) => pad.left + (t - t0) / (t1 - t0) * (width - pad.left - pad.right);
     const y = (v) => height - pad.bottom - (v - v0) / (v1 - v0) * (height - pad.top - pad.bottom);
     add("text", { x: pad.left - 4, y: pad.top + 10, "text-anchor": "end", "font-size": 10 }, format(v1));
@@ -138,11 +164,13 @@ function chart(id, title, plot, format) {
       const colour = COLOURS[i % COLOURS.length];
       const coords = points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`);
       if (points.length === 1) add("circle", { cx: x(points[0][0]), cy: y(points[0][1]), r: 2.5, fill: colour });
-      else add("polyline", { points: coords.join(" "), fill: "none", stroke: colour, "stroke-width": 1.5 });
+      else if (points.length > 1) add("polyline", { points: coords.join(" "), fill: "none", stroke: colour, "stroke-width": 1.5 });
       legend.append(el("span", { style: `color:${colour}` }, "● " + name));
     });
   }
-  return el("figure", { class: "chart", id }, el("figcaption", {}, title), svg, legend);
+  // data-from: the oldest point's time, data-points: how many (for tests and anyone inspecting the page)
+  return el("figure", { class: "chart", id, "data-from": t0, "data-points": all.length },
+            el("figcaption", {}, title), svg, legend);
 }
 
 // ---- pages ----------------------------------------------------------------------------------------
@@ -183,11 +211,12 @@ async function topicPage(name) {
   view.replaceChildren(
     el("h1", {}, "Topic ", el("span", { id: "topic-name" }, name)),
     el("h2", {}, "Partitions"), el("table", { id: "partitions" }),
-    el("div", { class: "charts" }, el("figure", { id: "size-chart" }), el("figure", { id: "end-chart" })),
+    el("div", { class: "charts" }, el("figure", { id: "rate-chart" }), el("figure", { id: "size-chart" })),
     el("h2", {}, "Records"), browser, el("table", { id: "records" }),
     el("h2", {}, "Produce a record"), producer,
     el("h2", {}, "Config"), el("table", { id: "config" }));
   let described = null, filled = false;
+  const history = historyPoller(`/v1/topics/${enc(name)}/history`);
 
   async function browse() {
     const partition = Number(document.getElementById("browse-partition").value || 0);
@@ -223,18 +252,19 @@ async function topicPage(name) {
   });
 
   return async () => {
-    described = await api("/v1/topics/" + enc(name));
-    for (const p of described.partitions) {
-      sample("size:" + name, "p" + p.partition, p.size_bytes);
-      sample("end:" + name, "p" + p.partition, p.log_end_offset);
-    }
+    const [[answer, fresh], topic] = await Promise.all([history(), api("/v1/topics/" + enc(name))]);
+    described = topic;
+    // records/s: the log end offset's change between two samples, worked out by the server
+    extend("rate:" + name, answer, new Map(answer.partitions.map((p) => ["p" + p.partition, p.records_per_s])), fresh);
+    extend("size:" + name, answer, new Map(answer.partitions.map((p) => ["p" + p.partition, p.size_bytes])), fresh);
     replace("partitions", table("partitions",
       [["Partition", { num: true }], ["Log start offset", { num: true }], ["Log end offset", { num: true }],
        ["Records", { num: true }], ["Size", { num: true }]],
       described.partitions.map((p) => [p.partition, p.log_start_offset, p.log_end_offset,
                                        p.log_end_offset - p.log_start_offset, formatBytes(p.size_bytes)])));
-    replace("size-chart", chart("size-chart", "Size per partition", "size:" + name, formatBytes));
-    replace("end-chart", chart("end-chart", "Log end offset per partition (produce rate)", "end:" + name, String));
+    replace("rate-chart", chart("rate-chart", "Produce rate per partition (records/s, last hour)", "rate:" + name,
+                                formatRate));
+    replace("size-chart", chart("size-chart", "Size per partition (last hour)", "size:" + name, formatBytes));
     replace("config", table("config", [["Key"], ["Value"]],
       Object.entries(described.config).sort().map(([k, v]) => [k, String(v)])));
     const select = document.getElementById("browse-partition");
@@ -274,8 +304,9 @@ async function groupPage(name) {
     el("h2", {}, "Members"), el("table", { id: "members" }),
     el("h2", {}, "Committed offsets and lag"), el("table", { id: "offsets" }),
     el("div", { class: "charts" }, el("figure", { id: "lag-chart" })));
+  const history = historyPoller(`/v1/groups/${enc(name)}/history`);
   return async () => {
-    const d = await api("/v1/groups/" + enc(name));
+    const [[answer, fresh], d] = await Promise.all([history(), api("/v1/groups/" + enc(name))]);
     document.getElementById("group-state").textContent =
       `State ${d.state} · generation ${d.generation} · assignor ${d.assignor || "-"}`;
     const tp = (list) => list.map((a) => `${a.topic}-${a.partition}`).join(", ");
@@ -292,8 +323,8 @@ async function groupPage(name) {
       d.offsets.map((o) => [o.topic, o.partition, o.offset, o.lag === null ? "-" : o.lag,
                             owner.get(`${o.topic}-${o.partition}`) || "-"]),
       "no committed offsets"));
-    for (const o of d.offsets) if (o.lag !== null) sample("lag:" + name, `${o.topic}-${o.partition}`, o.lag);
-    replace("lag-chart", chart("lag-chart", "Lag per partition", "lag:" + name, String));
+    extend("lag:" + name, answer, new Map(answer.partitions.map((p) => [`${p.topic}-${p.partition}`, p.lag])), fresh);
+    replace("lag-chart", chart("lag-chart", "Lag per partition (last hour)", "lag:" + name, String));
   };
 }
 

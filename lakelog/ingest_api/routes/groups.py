@@ -1,4 +1,5 @@
-"""Consumer groups: join, heartbeat, poll, commit, leave, describe, reset offsets."""
+"""Consumer groups: join, heartbeat, poll, commit, leave, describe, reset offsets; the lag history the console
+plots."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from lakelog.ingest_api.models import (
     CommittedEntry,
     FetchResponse,
     GroupDescription,
+    GroupHistory,
     GroupList,
     GroupOffsets,
     GroupSummary,
@@ -23,11 +25,13 @@ from lakelog.ingest_api.models import (
     JoinGroup,
     Joined,
     MemberDescription,
+    PartitionLagHistory,
     ResetOffsets,
     TopicPartitionModel,
 )
 from lakelog.ingest_api.dependencies import Services, blocking
 from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
+from lakelog.ingest_api.routes.topics import SinceMs
 from lakelog.platform.groups import CommittedOffset, JoinOptions
 
 router = APIRouter(prefix="/v1/groups", tags=["consumer groups"])
@@ -168,6 +172,20 @@ async def describe_group(group: GroupId, services: Svc, principal: Principal) ->
                  for m in view.members],
         offsets=entries(view.offsets, view.lag, visible),
     )
+
+
+@router.get("/{group}/history", response_model=GroupHistory,
+            summary="The last hour of lag per partition (sampled by the group's coordinator)")
+async def group_history(group: GroupId, services: Svc, principal: Principal, since_ms: SinceMs = None) -> GroupHistory:
+    services.authorizer.check(principal, "describe", "group", group)
+    services.coordinator.committed(group)  # an unknown group is a 404, as when describing it (memory only)
+    visible = describable(services, principal)
+    history = services.history
+    series = history.group(group, since_ms)
+    return GroupHistory(
+        group=group, interval_ms=history.interval_ms, window_ms=history.window_ms, times_ms=series.times_ms,
+        partitions=[PartitionLagHistory(topic=s.topic, partition=s.partition, lag=s.lag)
+                    for s in series.partitions if visible(s.topic)])
 
 
 @router.post("/{group}/offsets/reset", response_model=GroupOffsets,

@@ -1,10 +1,10 @@
-"""Topic admin: list, create, describe, alter config, add partitions, delete."""
+"""Topic admin: list, create, describe, alter config, add partitions, delete; the history the console plots."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from lakelog.ingest_api.auth import Principal, Svc
 from lakelog.ingest_api.models import (
@@ -12,8 +12,11 @@ from lakelog.ingest_api.models import (
     AlterConfig,
     CreateTopic,
     Deleted,
+    MAX_INT64,
+    PartitionHistory,
     PartitionInfo,
     TopicDetail,
+    TopicHistory,
     TopicList,
     TopicSummary,
 )
@@ -21,6 +24,8 @@ from lakelog.ingest_api.dependencies import Services, blocking
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 TopicName = Annotated[str, Path(min_length=1, max_length=249, description="Topic name")]
+SinceMs = Annotated[int | None, Query(ge=0, le=MAX_INT64, description="Only samples after this time (ms since the "
+                                                                       "epoch): what is new since the last one seen")]
 
 
 async def detail(services: Services, topic: str) -> TopicDetail:
@@ -54,6 +59,21 @@ async def create_topic(body: CreateTopic, services: Svc, principal: Principal) -
 async def describe_topic(topic: TopicName, services: Svc, principal: Principal) -> TopicDetail:
     services.authorizer.check(principal, "describe", "topic", topic)
     return await detail(services, topic)
+
+
+@router.get("/{topic}/history", response_model=TopicHistory,
+            summary="The last hour of each partition's log end offset, size and produce rate (sampled by the "
+                    "topic's leader)")
+async def topic_history(topic: TopicName, services: Svc, principal: Principal,
+                        since_ms: SinceMs = None) -> TopicHistory:
+    services.authorizer.check(principal, "describe", "topic", topic)
+    await blocking(services.broker.catalog.get, topic)  # an unknown topic is a 404, as when describing it
+    history = services.history
+    series = history.topic(topic, since_ms)
+    return TopicHistory(
+        topic=topic, interval_ms=history.interval_ms, window_ms=history.window_ms, times_ms=series.times_ms,
+        partitions=[PartitionHistory(partition=p.partition, log_end_offset=p.log_end_offset, size_bytes=p.size_bytes,
+                                     records_per_s=p.records_per_s) for p in series.partitions])
 
 
 @router.patch("/{topic}/config", response_model=TopicDetail, summary="Change topic config keys (Kafka names)")
