@@ -7,8 +7,9 @@ offsets a rewrite covers stay contiguous with its neighbours.
 
 Slices of files holding several partitions (layout 2's flushes, see platform/segment.py) are never
 closed: only a roll removes them, rewriting every partition's slice of the file in one commit. So a roll
-always takes them (reason "intake", even a single one), and its outputs stay small files that later
-rolls merge into segments.
+always takes them (reason "intake", even a single one), in runs of their own (a run never mixes them with
+other files), and its outputs stay small files that later rolls merge into segments by size and age as
+any small files.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, 
         run.clear()
 
     for segment in sorted(files, key=lambda f: f.min_offset):
+        if run and run[-1].shared != segment.shared:
+            close("age" if _aged(run, segment_ms, now_ms) else "none")
         if not segment.shared and (segment.size_bytes >= segment_bytes * FULL_FRACTION or is_segment(segment)):
             close("age" if _aged(run, segment_ms, now_ms) else "none")
             continue

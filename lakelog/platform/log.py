@@ -418,6 +418,8 @@ class TopicLog:
         for segment in written.segments:
             if segment.shared:
                 self._slices.setdefault(segment.path, []).append(segment)
+        if written.footer is not None:
+            self._remember_metadata(written.adds[0].path, written.footer)
         return written
 
     def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],

@@ -72,6 +72,7 @@ class Written:
 
     adds: list[AddAction]
     segments: list[SegmentFile]
+    footer: pq.FileMetaData | None = None  # of a shared file: cached, so its reads need no footer GET
 
 
 def data_file_name() -> str:
@@ -121,7 +122,7 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     if len(runs) == 1:
         return Written([action], [segment_of(action)])
     footer = pq.read_metadata(pa.BufferReader(data))
-    return Written([action], slices_of(relative, action.modification_time, footer))
+    return Written([action], slices_of(relative, action.modification_time, footer), footer)
 
 
 def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int) -> pa.Buffer:

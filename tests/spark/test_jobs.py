@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from lakelog.compaction import closed_segments
 from lakelog.platform import Record
 from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.spark_jobs.jobs import run_job
@@ -43,6 +44,17 @@ def fill(broker, topic: str, batches: int, per_batch: int = 30, **kw) -> Produce
     producer = Producer(broker, topic, **kw)
     for _ in range(batches):
         producer.produce(per_batch)
+    return producer
+
+
+def fill_rolled(broker, spark, topic: str, rounds: int, batches: int, **kw) -> Producer:
+    """`rounds` fills, each rolled: a flush of several partitions is one file shared by them (layout 2),
+    which retention and compaction leave to the roll; each roll turns one fill into a file per partition."""
+    producer = Producer(broker, topic, **kw)
+    for _ in range(rounds):
+        for _ in range(batches):
+            producer.produce(30)
+        run_job("roll", broker, spark)
     return producer
 
 
@@ -83,6 +95,7 @@ def test_compaction_keeps_latest_per_key_and_offsets(spark, broker):
     tombstone = broker.produce("c", [Record(None, key=b"gone")])  # recent: kept for delete.retention.ms
     for result, value in ((first, b"soon deleted"), (tombstone, None)):
         producer.acked[(int(result.partitions[0]), int(result.offsets[0]))] = (b"gone", value)
+    run_job("roll", broker, spark)  # compaction cleans files of one partition: the roll splits shared ones
     report = run_with_traffic("compact", broker, spark, producer)
     assert report.commits == 2 and report.records_out < report.records_in
     compacted_end = {plan.partition: plan.inputs[-1].max_offset for plan in report.plans}
@@ -117,8 +130,8 @@ def test_old_tombstones_are_dropped(spark, broker):
 def test_retention_limits_and_consumer_below_log_start(spark, broker):
     now = int(time.time() * 1000)
     broker.create_topic("r", 2, {"retention.ms": "3600000", "retention.bytes": "9000"})
-    old = fill(broker, "r", 4, timestamp_ms=now - 7_200_000)  # two hours old: past retention.ms
-    fresh = fill(broker, "r", 8)
+    old = fill_rolled(broker, spark, "r", 1, 4, timestamp_ms=now - 7_200_000)  # two hours old: past retention.ms
+    fresh = fill_rolled(broker, spark, "r", 1, 8)
     producer = Producer(broker, "r")
     report = run_with_traffic("retention", broker, None, producer)
     assert report.commits == 2
@@ -127,7 +140,7 @@ def test_retention_limits_and_consumer_below_log_start(spark, broker):
     for p in range(2):
         files = topic_log.segments(p)
         assert all(f.max_timestamp_ms >= now - 3_600_000 for f in files)  # nothing past retention.ms
-        closed = sum(f.size_bytes for f in files[:-1])
+        closed = sum(f.size_bytes for f in closed_segments(files))
         assert closed <= 9000  # closed segments within retention.bytes (the active one is never removed)
         start = broker.list_offset("r", p, "earliest")
         assert start > 0
@@ -147,11 +160,11 @@ def test_retention_limits_and_consumer_below_log_start(spark, broker):
 
 def test_topic_wide_retention_cap(spark, broker):
     broker.create_topic("r", 3, {"retention.topic.bytes": "12000"})
-    fill(broker, "r", 10)
+    fill_rolled(broker, spark, "r", 3, 4)
     run_job("retention", broker)
     topic_log = broker.topic_log("r")
     topic_log.refresh()
-    closed = sum(f.size_bytes for p in range(3) for f in topic_log.segments(p)[:-1])
+    closed = sum(f.size_bytes for p in range(3) for f in closed_segments(topic_log.segments(p)))
     assert closed <= 12000
     assert all(broker.list_offset("r", p, "earliest") > 0 for p in range(3))
 
@@ -172,7 +185,7 @@ def test_vacuum_deletes_unreferenced_files_after_a_grace_period(spark, broker):
     broker.create_topic("o", 1, {"file.delete.delay.ms": "0"})
     fill(broker, "o", 2)
     log = broker.topic_log("o")
-    orphan = f"{log.uri}/partition=0/part-00000-lost-commit-race.snappy.parquet"
+    orphan = f"{log.uri}/part-00000-lost-commit-race.snappy.parquet"
     live = [f"{log.uri}/{f.path}" for f in log.segments(0)]
     with open(live[0], "rb") as source, open(orphan, "wb") as copy:  # a writer's files whose commit lost
         copy.write(source.read())

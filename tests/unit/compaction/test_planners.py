@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lakelog.compaction.planners import plan_log_compaction, plan_retention, plan_segment_roll
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.index import SegmentFile
@@ -63,3 +65,31 @@ def test_compaction_covers_only_closed_segments_past_the_lag() -> None:
                                 segs.__getitem__, NOW)
     assert [f.path for f in plans[0].inputs] == ["partition=0/f0.parquet"]
     assert plan_log_compaction(meta(1), segs.__getitem__, NOW) == []  # delete policy: nothing to compact
+
+
+def shared(segments: list[SegmentFile], *at: int) -> list[SegmentFile]:
+    """The files at `at` as slices of files holding several partitions (layout 2's flushes)."""
+    return [replace(f, path=f"shared{i}.parquet", row_groups=(0,)) if i in at else f for i, f in enumerate(segments)]
+
+
+def test_retention_and_compaction_stop_at_the_first_slice_of_a_shared_file() -> None:
+    old = NOW - 9000
+    segs = {0: shared(files(0, (1, 100, old), (1, 100, old), (1, 100, old), (1, 100, old)), 1)}
+    plans = plan_retention(meta(1, **{"retention.ms": 1000}), segs.__getitem__, NOW)
+    assert [f.path for f in plans[0].inputs] == ["partition=0/f0.parquet"]  # not the shared slice, nor after it
+    compaction = plan_log_compaction(meta(1, **{"cleanup.policy": "compact"}), segs.__getitem__, NOW)
+    assert [f.path for f in compaction[0].inputs] == ["partition=0/f0.parquet"]
+
+
+def test_the_topic_wide_cap_never_takes_a_shared_slice() -> None:
+    segs = {0: shared(files(0, (1, 500, NOW - 99), (1, 500, NOW)), 0), 1: files(1, (1, 500, NOW - 10), (1, 500, NOW))}
+    plans = plan_retention(meta(2, **{"retention.topic.bytes": 100}), segs.__getitem__, NOW)
+    assert [(p.partition, [f.path for f in p.inputs]) for p in plans] == [(1, ["partition=1/f0.parquet"])]
+
+
+def test_roll_always_takes_shared_slices_in_runs_of_their_own() -> None:
+    segs = {0: shared(files(0, *[(1, 30, NOW)] * 6), 2, 3, 5)}
+    plans = plan_segment_roll(meta(1, **{"segment.bytes": 1000}), segs.__getitem__, NOW)
+    # f0+f1 are young and small: they wait; each run of shared slices is rolled alone, even a single one
+    assert [list(g) for g in plans[0].groups] == [["shared2.parquet", "shared3.parquet"], ["shared5.parquet"]]
+    assert plans[0].finished == (False, False)  # small files again, which later rolls merge into segments

@@ -1,0 +1,83 @@
+"""segment.py's layout 2: one file for a flush of several partitions, each in its own row groups; its slices
+(the index entries per partition) are the same whether the writer derives them or a reader finds them in
+the stored footer, and a read of one partition's row groups returns that partition's records only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import Transaction
+
+from lakelog.platform.delta_log import commit_uri, encode_commit
+from lakelog.platform.index import SegmentIndex, shared_files
+from lakelog.platform.segment import ROW_GROUP_ROWS, TableLayout, read_offsets, slices_of, write_segments
+from lakelog.platform.storage import Storage
+from lakelog.schemas import TOPIC_SCHEMA
+
+COUNTS = {0: 5, 1: ROW_GROUP_ROWS + 100, 4: 3}  # partition 1 spans two row groups
+
+
+def flush() -> tuple[pa.Table, list[tuple[int, int, int]]]:
+    """A flush sorted by partition, offsets from 10 in each partition, timestamps 1000 + offset."""
+    partitions = np.concatenate([np.full(n, p, dtype=np.int32) for p, n in COUNTS.items()])
+    offsets = np.concatenate([np.arange(10, 10 + n, dtype=np.int64) for n in COUNTS.values()])
+    n = len(offsets)
+    table = pa.table({
+        "partition": partitions, "offset": offsets,
+        "timestamp": pa.array(1000 + offsets, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+        "timestamp_type": pa.array(np.zeros(n, dtype=np.int8)),
+        "key": pa.array([None] * n, pa.binary()), "value": pa.array([f"{p}:{o}".encode() for p, o in zip(partitions, offsets)]),
+        "headers": pa.array([[]] * n, TOPIC_SCHEMA.field("headers").type),
+        "producer_id": pa.array([None] * n, pa.int64()), "producer_epoch": pa.array([None] * n, pa.int16()),
+        "sequence": pa.array([None] * n, pa.int32()),
+    }, schema=TOPIC_SCHEMA)
+    starts = np.cumsum([0, *COUNTS.values()])
+    return table, [(p, int(starts[i]), int(starts[i + 1])) for i, p in enumerate(COUNTS)]
+
+
+def test_one_file_for_a_flush_of_several_partitions_and_its_slices(tmp_path) -> None:
+    storage = Storage.open(str(tmp_path))
+    uri = str(tmp_path / "t")
+    DeltaTable.create(uri, schema=TOPIC_SCHEMA)
+    table, runs = flush()
+    written = write_segments(storage, uri, table, runs, TableLayout.INTAKE)
+
+    assert len(written.adds) == 1 and written.adds[0].partition_values == {}
+    slices = {s.partition: s for s in written.segments}
+    assert sorted(slices) == sorted(COUNTS) and all(s.shared and s.path == written.adds[0].path for s in slices.values())
+    for p, n in COUNTS.items():
+        assert (slices[p].min_offset, slices[p].max_offset, slices[p].num_records) == (10, 9 + n, n)
+        assert (slices[p].min_timestamp_ms, slices[p].max_timestamp_ms) == (1010, 1009 + n)
+    assert len(slices[1].row_groups) == 2 and slices[0].row_groups != slices[4].row_groups
+
+    # A reader that did not write the file (another node, a restart) finds the same slices in its footer.
+    footer = pq.read_metadata(f"{uri}/{written.adds[0].path}")
+    assert slices_of(written.adds[0].path, written.adds[0].modification_time, footer) == written.segments
+
+    with open(f"{uri}/{written.adds[0].path}", "rb") as source:
+        records, _ = read_offsets(source, 12, row_groups=slices[4].row_groups)
+    assert "partition" not in records.column_names
+    assert records.column("value").to_pylist() == [b"4:12"]
+
+
+def test_delta_readers_find_a_partition_through_the_file_statistics(tmp_path) -> None:
+    storage = Storage.open(str(tmp_path))
+    uri = str(tmp_path / "t")
+    DeltaTable.create(uri, schema=TOPIC_SCHEMA)
+    table, runs = flush()
+    written = write_segments(storage, uri, table, runs, TableLayout.INTAKE)
+    single = write_segments(storage, uri, table.slice(0, 5), runs[:1], TableLayout.INTAKE)  # one partition only
+    txns = [Transaction(f"lakelog.partition.{p}", 10 + n) for p, n in COUNTS.items()]
+    assert storage.put_if_absent(commit_uri(uri, 1), encode_commit(written.adds + single.adds, txns, {}, None))
+
+    delta = DeltaTable(uri)
+    assert delta.to_pyarrow_table(filters=[("partition", "=", 4)]).num_rows == COUNTS[4]
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    assert shared_files(actions) == [(written.adds[0].path, written.adds[0].modification_time)]
+    assert not single.segments[0].shared  # a flush of one partition is a plain file of that partition
+    index = SegmentIndex.from_add_actions(actions, {written.adds[0].path: written.segments})
+    assert [(s.path, s.min_offset) for s in index.partition(0).files] == [(written.adds[0].path, 10),
+                                                                           (single.adds[0].path, 10)]
+    assert index.partition(1).files == [s for s in written.segments if s.partition == 1]
