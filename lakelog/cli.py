@@ -582,7 +582,7 @@ def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from lakelog.spark_jobs.jobs import run_job
+    from lakelog.spark_jobs.jobs import run_recorded
     from lakelog.spark_jobs.session import local_session
 
     console = Console(stderr=True)
@@ -595,8 +595,9 @@ def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
         def step(message: str, done: int, total: int) -> None:
             progress.update(task, description=message, completed=done, total=total)
 
-        with broker() as b:
-            report = run_job(job, b, spark, topic or None, dry_run, progress=step)
+        with broker() as b:  # the run is recorded for `GET /v1/jobs` as the scheduler's are (a dry run is not)
+            report = run_recorded(job, b, spark, topic or None, dry_run, "cli",
+                                  settings().job_runs_retention_ms, progress=step)
     for plan in report.plans:
         console.print(f"[bold]{plan.topic}[/bold]-{plan.partition}: {plan.description}" if plan.partition >= 0
                       else f"[bold]{plan.topic}[/bold]: {plan.description}")

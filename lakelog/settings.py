@@ -101,9 +101,12 @@ class KafkaSettings(BaseModel):
 
 
 class JobSettings(BaseModel):
-    """The maintenance jobs' schedule in `lakelog serve`."""
+    """The maintenance jobs: their schedule in `lakelog serve`, the record of their runs."""
 
     jobs_interval_s: int = Field(300, ge=0, description="Seconds between rounds of the jobs (0 = off)")
+    job_runs_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=-1, description="How long the record of job runs (`_control/job_runs`, "
+                                                 "GET /v1/jobs) keeps a run (-1: forever)")
     spark_log_file: str = Field(
         default_factory=lambda: os.path.join(tempfile.gettempdir(), "lakelog-spark.log"),
         description="Where local Spark's own log (WARN and above) goes, out of the server's log")

@@ -333,6 +333,76 @@ class Health(Strict):
     status: str
 
 
+# ---- cluster and maintenance jobs ---------------------------------------------------------
+
+
+class ClusterNode(Strict):
+    node_id: str
+    address: str = Field(description="The URL the other nodes reach it at")
+    kafka: str | None = Field(None, description="host:port of its Kafka listener (null when it has none)")
+
+
+class ReplicaSite(Strict):
+    name: str
+    control: bool = Field(description="Whether the site holds the catalog and the control tables")
+    leads: list[str] = Field(description="The topics whose leader is this site")
+    out_of_sync: list[str] = Field(description="The topics it holds a replica of but has fallen out of the "
+                                               "in-sync set of")
+
+
+class ClusterDescription(Strict):
+    """The live nodes and who leads what, as this node sees them."""
+
+    node: str | None = Field(description="This node's id (null when it is in no cluster)")
+    nodes: list[ClusterNode]
+    topics: dict[str, str] = Field(description="Topic -> the id of the node leading it")
+    groups: dict[str, str] = Field(description="Group (of those this node knows) -> the id of its coordinator "
+                                               "node")
+    sites: list[ReplicaSite] = Field(description="The replica sites (empty without LAKELOG_SITES)")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "node": "127.0.0.1_8081",
+        "nodes": [{"node_id": "127.0.0.1_8081", "address": "http://127.0.0.1:8081", "kafka": "127.0.0.1:9081"},
+                  {"node_id": "127.0.0.1_8082", "address": "http://127.0.0.1:8082", "kafka": "127.0.0.1:9082"}],
+        "topics": {"orders": "127.0.0.1_8082"}, "groups": {"billing": "127.0.0.1_8081"},
+        "sites": [{"name": "eu", "control": True, "leads": ["orders"], "out_of_sync": []},
+                  {"name": "us", "control": False, "leads": [], "out_of_sync": ["orders"]}]}]})
+
+
+class JobRunEntry(Strict):
+    """One run of a maintenance job, as `<root>/_control/job_runs` holds it."""
+
+    job: str = Field(description="retention, roll, compact, vacuum or replicate")
+    topics: str = Field(description="The topics the run planned work on, comma-separated (empty: none)")
+    started_ms: int = Field(description="When it started, in milliseconds since the epoch")
+    seconds: float = Field(description="How long it took")
+    ok: bool = Field(description="False when the run failed (its counts are then zero)")
+    commits: int = Field(description="Delta commits made")
+    conflicts: int = Field(description="Partitions re-planned because another writer removed an input first")
+    files_removed: int = Field(description="Data files removed from the tables")
+    files_added: int = Field(description="Data files added (rewrites)")
+    bytes_removed: int = Field(description="Bytes of the data files removed")
+    records_in: int = Field(description="Records read by rewrites")
+    records_out: int = Field(description="Records written by rewrites")
+    files_deleted: int = Field(description="Files vacuum deleted from storage")
+    trigger: Literal["schedule", "cli", "spark-submit"] = Field(
+        description="What started it: the scheduler of `lakelog serve`, `lakelog jobs ...`, or spark-submit")
+
+
+class JobRuns(Strict):
+    """The newest runs first."""
+
+    runs: list[JobRunEntry]
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"runs": [
+        {"job": "vacuum", "topics": "orders", "started_ms": 1795300000000, "seconds": 0.41, "ok": True,
+         "commits": 0, "conflicts": 0, "files_removed": 0, "files_added": 0, "bytes_removed": 0, "records_in": 0,
+         "records_out": 0, "files_deleted": 12, "trigger": "schedule"},
+        {"job": "roll", "topics": "orders", "started_ms": 1795299990000, "seconds": 6.2, "ok": True,
+         "commits": 3, "conflicts": 0, "files_removed": 42, "files_added": 3, "bytes_removed": 1843200,
+         "records_in": 52000, "records_out": 52000, "files_deleted": 0, "trigger": "cli"}]}]})
+
+
 # ---- errors --------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_se
 from lakelog.platform import Broker
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.index import SegmentFile
+from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.platform.log import TopicLog
 from lakelog.platform.segment import TableLayout
 from lakelog.spark_jobs.connection import Connection
@@ -71,6 +72,38 @@ def run_job(job: str, broker: Broker, spark: Any = None, topics: Sequence[str] |
     report.seconds = time.monotonic() - started
     log.info("job finished", extra={"fields": {k: v for k, v in report.to_dict().items() if k != "plans"}})
     return report
+
+
+def run_recorded(job: str, broker: Broker, spark: Any, topics: Sequence[str] | None, dry_run: bool, trigger: str,
+                 retention_ms: int = DEFAULT_RETENTION_MS, progress: Progress | None = None) -> JobReport:
+    """`run_job`, with the run recorded in `_control/job_runs` (for `GET /v1/jobs`) as the scheduler records
+    its rounds: a failed run too (then the error goes on), a dry run not (it changed nothing). A failure to
+    record is logged, never the run's failure."""
+    started = time.time()
+    try:
+        report = run_job(job, broker, spark, topics, dry_run, progress=progress)
+    except Exception:
+        if not dry_run:
+            _record(broker, JobRun(job, ",".join(sorted(topics or ())), int(started * 1000), time.time() - started,
+                                   False, trigger=trigger), retention_ms)
+        raise
+    if not dry_run:
+        _record(broker, job_run(report, started, trigger), retention_ms)
+    return report
+
+
+def job_run(report: JobReport, started_s: float, trigger: str = "schedule") -> JobRun:
+    """What a run did, as one row of `_control/job_runs`: the topics it planned work on, its counts."""
+    return JobRun(report.job, ",".join(sorted({p.topic for p in report.plans})), int(started_s * 1000),
+                  report.seconds, True, report.commits, report.conflicts, report.files_removed, report.files_added,
+                  report.bytes_in, report.records_in, report.records_out, report.files_deleted, trigger)
+
+
+def _record(broker: Broker, run: JobRun, retention_ms: int) -> None:
+    try:
+        record_runs(broker.storage, [run], retention_ms)
+    except Exception:  # the record is for the console: never a reason to fail the job
+        log.exception("could not record the run of %s", run.job)
 
 
 def _metas(broker: Broker, topics: Sequence[str] | None) -> list[TopicMeta]:

@@ -21,16 +21,17 @@ import time
 
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker
-from lakelog.platform.job_runs import JobRun, record_runs
+from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.settings import Settings
-from lakelog.spark_jobs.jobs import JOBS, run_job
-from lakelog.spark_jobs.report import JobReport
+from lakelog.spark_jobs.jobs import JOBS, job_run, run_job
 
 log = logging.getLogger("lakelog.spark_jobs.scheduler")
 
 
-def run_round(broker: Broker, spark: object, stop: threading.Event) -> None:
-    """Each job in turn; what each run did is recorded under the root for `GET /v1/jobs`."""
+def run_round(broker: Broker, spark: object, stop: threading.Event,
+              retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+    """Each job in turn; what each run did is recorded under the root for `GET /v1/jobs` (one file per round,
+    the runs past `retention_ms` dropped)."""
     runs = []
     for job in JOBS:
         if stop.is_set():
@@ -46,15 +47,9 @@ def run_round(broker: Broker, spark: object, stop: threading.Event) -> None:
             log.exception("scheduled job %s failed", job)
             runs.append(JobRun(job, "", int(started * 1000), time.time() - started, ok=False))
     try:
-        record_runs(broker.storage, runs)
+        record_runs(broker.storage, runs, retention_ms)
     except Exception:  # the record is for the console: never a reason to stop
         log.exception("could not record the round's job runs")
-
-
-def job_run(report: JobReport, started_s: float) -> JobRun:
-    return JobRun(report.job, ",".join(sorted({p.topic for p in report.plans})), int(started_s * 1000),
-                  report.seconds, True, report.commits, report.conflicts, report.files_removed, report.files_added,
-                  report.bytes_in, report.records_in, report.records_out, report.files_deleted)
 
 
 def _stop_with_parent(parent: int, stop: threading.Event) -> None:
@@ -88,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import local_session
 
     spark = local_session("lakelog-scheduler", cores="2")
-    broker = Broker(Settings(root=args.root))  # storage options from LAKELOG_STORAGE, never the command line
+    settings = Settings(root=args.root)  # storage options from LAKELOG_STORAGE, never the command line
+    broker = Broker(settings)
     rounds = 0
     try:
         while not stop.is_set():
-            run_round(broker, spark, stop)
+            run_round(broker, spark, stop, settings.job_runs_retention_ms)
             rounds += 1
             if args.rounds and rounds >= args.rounds:
                 break

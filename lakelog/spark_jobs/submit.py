@@ -4,7 +4,8 @@
         [--storage key=value ...]
 
 Prints the job report as one JSON line; exit code 1 on an error. Storage
-options also come from the environment (AWS_* as delta-rs reads them).
+options also come from the environment (AWS_* as delta-rs reads them). The run
+is recorded in `<root>/_control/job_runs` (trigger `spark-submit`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from lakelog.observability import configure_logging
 from lakelog.platform import Broker
 from lakelog.platform.errors import LakelogError
 from lakelog.settings import Settings
-from lakelog.spark_jobs.jobs import JOBS, REPLICATION_JOB, run_job
+from lakelog.spark_jobs.jobs import JOBS, REPLICATION_JOB, run_recorded
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,9 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import cluster_session, local_session
 
     spark = local_session() if args.local else cluster_session(f"lakelog-{args.job}")
-    broker = Broker(Settings(root=args.root, storage=storage))
-    try:
-        report = run_job(args.job, broker, spark, args.topic, args.dry_run)
+    settings = Settings(root=args.root, storage=storage)
+    broker = Broker(settings)
+    try:  # recorded for `GET /v1/jobs`, as the scheduler's runs are
+        report = run_recorded(args.job, broker, spark, args.topic, args.dry_run, "spark-submit",
+                              settings.job_runs_retention_ms)
     except LakelogError as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from lakelog.ingest_api.auth import Principal, Svc
 from lakelog.ingest_api.cluster_routing import from_a_node
 from lakelog.ingest_api.dependencies import Services, blocking, read_body, services_of
 from lakelog.ingest_api.errors import MalformedRequest
+from lakelog.ingest_api.models import ClusterDescription, JobRuns
 from lakelog.ingest_api.routes.records import json_response
 from lakelog.platform import Broker
 from lakelog.platform.acl import CLUSTER
@@ -27,8 +28,9 @@ from lakelog.platform.records import ProduceResult
 router = APIRouter(tags=["cluster"])
 
 
-@router.get("/v1/cluster", summary="The live nodes, this node, the replica sites, and the leader of each topic and "
-                                   "the coordinator of each group this node knows")
+@router.get("/v1/cluster", response_model=ClusterDescription,
+            summary="The live nodes, this node, the replica sites, and the leader of each topic and the coordinator "
+                    "of each group this node knows")
 async def describe_cluster(services: Svc, principal: Principal) -> Response:
     broker = services.broker
     sites = await blocking(replica_sites, broker)
@@ -58,8 +60,9 @@ def replica_sites(broker: Broker) -> list[dict[str, Any]]:
             for site in broker.replicas.sites]
 
 
-@router.get("/v1/jobs", summary="The last runs of the scheduled maintenance jobs (retention, roll, compact, vacuum), "
-                                "newest first (needs describe on the cluster when authentication is on)")
+@router.get("/v1/jobs", response_model=JobRuns,
+            summary="The last runs of the maintenance jobs (retention, roll, compact, vacuum; scheduled or started "
+                    "by hand), newest first (needs describe on the cluster when authentication is on)")
 async def job_runs(services: Svc, principal: Principal,
                    limit: Annotated[int, Query(ge=1, le=500)] = 50) -> Response:
     services.authorizer.check(principal, "describe", "cluster", CLUSTER)
