@@ -135,6 +135,25 @@ class SegmentIndex:
         return cls(segments)
 
 
+SLICE_FIELDS = ("path", "partition", "size_bytes", "num_records", "min_offset", "max_offset", "min_timestamp_ms",
+                "max_timestamp_ms", "min_producer_id", "max_producer_id", "modification_time_ms", "row_groups")
+
+
+def slices_table(slices: Iterable[SegmentFile]) -> pa.Table:
+    """Slices of shared files as a table, to cache beside the log (see log.TopicLog._save_slices)."""
+    rows = list(slices)
+    return pa.table({name: [getattr(s, name) for s in rows] for name in SLICE_FIELDS})
+
+
+def slices_from_table(table: pa.Table) -> dict[str, list[SegmentFile]]:
+    """The inverse of `slices_table`: slices by path, in row-group order."""
+    found: dict[str, list[SegmentFile]] = {}
+    for row in table.select(list(SLICE_FIELDS)).to_pylist():
+        row["row_groups"] = tuple(row["row_groups"])
+        found.setdefault(row["path"], []).append(SegmentFile(**row))
+    return found
+
+
 def shared_files(actions: pa.Table) -> list[tuple[str, int]]:
     """(path, modification time ms) of the files that hold several partitions (layout 2): their slices
     come from their footers."""

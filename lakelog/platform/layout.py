@@ -9,6 +9,7 @@
 <root>/_staging/sink                the Spark sink's staged files (deleted at commit)
 <root>/_cluster/nodes/<node id>     one heartbeat object per live `lakelog serve` node
 <root>/topics/<topic>               a topic's table
+<root>/topics/<topic>/_lakelog/slices.parquet  a cache of the slices of the table's shared files (layout 2)
 ```
 """
 
@@ -25,6 +26,10 @@ TOPICS = "topics"
 
 # The control tables copied to every site, commit for commit, by replication.
 REPLICATED_CONTROL_TABLES = (CATALOG_TABLE, OFFSETS_TABLE, ACLS_TABLE)
+
+
+# Relative to a topic's table: what a reopening node would otherwise read from each shared file's footer.
+TOPIC_SLICES_CACHE = "_lakelog/slices.parquet"
 
 
 def topic_path(topic: str) -> str:

@@ -46,9 +46,17 @@ from lakelog.platform.errors import (
     StorageWriteFailed,
     TopicAlreadyExists,
 )
-from lakelog.platform.index import SegmentFile, SegmentIndex, shared_files
-from lakelog.platform.layout import topic_path
-from lakelog.platform.segment import TableLayout, Written, read_file, read_offsets, slices_of, write_segments
+from lakelog.platform.index import SegmentFile, SegmentIndex, shared_files, slices_from_table, slices_table
+from lakelog.platform.layout import TOPIC_SLICES_CACHE, topic_path
+from lakelog.platform.segment import (
+    TableLayout,
+    Written,
+    read_file,
+    read_footer,
+    read_offsets,
+    slices_of,
+    write_segments,
+)
 from lakelog.platform.storage import (
     DELTA_COMMIT_RETRIES,
     STORAGE_ERRORS,
@@ -119,6 +127,7 @@ class TopicLog:
         self.layout = TableLayout.of(self._dt.metadata().partition_columns)
         self._index = SegmentIndex()
         self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
+        self._slices_cache_read = False
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
         self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
@@ -226,10 +235,14 @@ class TopicLog:
         own files, read (in parallel on object storage) for other writers' and after a restart."""
         shared = dict(shared_files(actions))
         missing = [(path, mtime) for path, mtime in shared.items() if path not in self._slices]
+        if missing and not self._slices_cache_read:
+            self._slices_cache_read = True
+            cached = self._load_slices()
+            self._slices.update((path, cached[path]) for path, _ in missing if path in cached)
+            missing = [(path, mtime) for path, mtime in missing if path not in self._slices]
         if missing:
             def read(item: tuple[str, int]) -> tuple[str, list[SegmentFile]]:
-                with self.storage.open_input(f"{self.uri}/{item[0]}") as source:
-                    footer = pq.read_metadata(source)
+                footer = read_footer(self.storage, f"{self.uri}/{item[0]}")
                 self._remember_metadata(item[0], footer)
                 return item[0], slices_of(item[0], item[1], footer)
 
@@ -237,6 +250,31 @@ class TopicLog:
             self._slices.update(found)
         self._slices = {path: self._slices[path] for path in shared}  # rolled files are forgotten
         return self._slices
+
+    def _load_slices(self) -> dict[str, list[SegmentFile]]:
+        """The slices cached at the last checkpoint (one GET instead of a footer per shared file). Files
+        never change, so any entry naming a file of the snapshot is right, however old the cache."""
+        try:
+            return slices_from_table(pq.read_table(pa.BufferReader(
+                self.storage.read_bytes(f"{self.uri}/{TOPIC_SLICES_CACHE}"))))
+        except FileNotFoundError:
+            return {}
+        except (*STORAGE_ERRORS, pa.ArrowException, KeyError) as exc:
+            log.warning("slices cache of %s not read (footers are read instead): %s", self.name, exc)
+            return {}
+
+    def _save_slices(self) -> None:
+        """Off the produce path, at each checkpoint: the slices of the shared files known now."""
+        with self._lock:
+            slices = [s for file_slices in self._slices.values() for s in file_slices]
+        if not slices:
+            return
+        sink = pa.BufferOutputStream()
+        pq.write_table(slices_table(slices), sink, compression="snappy")
+        try:
+            self.storage.write_bytes(f"{self.uri}/{TOPIC_SLICES_CACHE}", sink.getvalue())
+        except STORAGE_ERRORS as exc:
+            log.warning("slices cache of %s not written: %s", self.name, exc)
 
     # ---- offsets ----------------------------------------------------------
 
@@ -550,6 +588,7 @@ class TopicLog:
             log.warning("checkpoint of %s at version %d failed: %s", self.name, version, exc)
             return
         self._clean_log(version)
+        self._save_slices()
         with self._lock:
             if self._dt.version() < version <= self._version:  # every version up to ours is in our index
                 self._dt = snapshot

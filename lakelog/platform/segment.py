@@ -133,6 +133,19 @@ def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: in
     return sink.getvalue()
 
 
+FOOTER_GUESS_BYTES = 64 * 1024  # a shared file's footer fits in one suffix GET unless it has very many columns
+
+
+def read_footer(storage: Storage, uri: str) -> pq.FileMetaData:
+    """A data file's footer in one request (two when it is larger than guessed): the file's last bytes,
+    parsed from the end as any parquet reader does (the leading magic is only there to be found)."""
+    tail = storage.read_tail(uri, FOOTER_GUESS_BYTES)
+    length = int.from_bytes(tail[-8:-4], "little") + 8
+    if length > len(tail):
+        tail = storage.read_tail(uri, length)
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-length:]))
+
+
 def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
     """The index entries of a file holding several partitions: one per partition, from the statistics of
     its row groups (each holds one partition; a partition's row groups are consecutive)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
+import aiobotocore.session
 import fsspec
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -170,6 +171,14 @@ class Storage:
     def read_bytes(self, uri: str) -> bytes:
         return bytes(self.fsspec.cat_file(self.fs_path(uri)))
 
+    def read_tail(self, uri: str, nbytes: int) -> bytes:
+        """The last `nbytes` of a file (all of a shorter one): one suffix-range GET on S3, no HEAD."""
+        if self.is_local:
+            with open(self.fs_path(uri), "rb") as f:
+                f.seek(max(os.fstat(f.fileno()).st_size - nbytes, 0))
+                return f.read()
+        return bytes(self.fsspec.cat_file(self.fs_path(uri), start=-nbytes))
+
     def write_bytes(self, uri: str, data: bytes | pa.Buffer) -> None:
         """One write, atomic (one PUT on S3; locally a temporary file renamed over the name)."""
         path = self.fs_path(uri)
@@ -262,7 +271,23 @@ def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
     # Fresh listings matter more than a directory cache: other writers add files.
     kwargs["use_listings_cache"] = False
     kwargs["skip_instance_cache"] = True
+    kwargs["session"] = _session_without_expect()
+    # A whole-object read is one GET: concurrent ranged reads would first HEAD the object for its size.
+    kwargs["max_concurrency"] = 1
     return kwargs
+
+
+def _session_without_expect() -> aiobotocore.session.AioSession:
+    """botocore sends every PUT with `Expect: 100-continue` and waits for the store's `100 Continue`
+    before the body: a round trip more per PUT (measured through the latency proxy: 2 round trips for a
+    PUT, 1 for a HEAD). lakelog's bodies are small (a flush, a commit file), so the header goes."""
+    session = aiobotocore.session.AioSession()
+    session.get_component("event_emitter").register_last("before-call.s3", _drop_expect)
+    return session
+
+
+def _drop_expect(params: dict[str, Any], **_: Any) -> None:
+    params.get("headers", {}).pop("Expect", None)
 
 
 

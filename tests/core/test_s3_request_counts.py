@@ -46,3 +46,23 @@ def test_a_steady_state_produce_commit_is_its_data_puts_and_one_commit_put(
         broker.close()
     offsets = assert_topic_intact(root, "counted", s3_proxy.options)
     assert {p: len(o) for p, o in offsets.items()} == {p: WARM_UP_COMMITS + 1 for p in range(partitions)}
+
+
+def test_a_reopening_node_reads_the_slices_cache_not_every_footer(s3_proxy) -> None:
+    root = s3_proxy.root()
+    commits = CHECKPOINT_INTERVAL + 5  # the cache is written at the checkpoint of version 25
+    with Broker(Settings(root=root, storage=s3_proxy.options, linger_ms=0)) as broker:
+        broker.create_topic("cached", 8)
+        for i in range(commits - 1):  # version 0 is the table's creation
+            broker.produce("cached", [Record(f"{i}".encode(), partition=p) for p in range(8)])
+        written = {p: broker.topic_log("cached").segments(p) for p in range(8)}
+    with Broker(Settings(root=root, storage=s3_proxy.options)) as reopened:
+        with s3_proxy.counter.measure() as counted:
+            reopened_log = reopened.topic_log("cached")
+        footers = [r for r in counted.requests if r.kind == "get" and r.target.endswith(".parquet")
+                   and "/_delta_log/" not in r.target and "/_lakelog/" not in r.target]
+        cache = [r for r in counted.requests if "/_lakelog/" in r.target]
+        assert {p: reopened_log.segments(p) for p in range(8)} == written
+    assert len(cache) == 1
+    # Footers only of files the cache does not name: those written after it (at most the 4 after version 25).
+    assert len(footers) <= commits - 1 - CHECKPOINT_INTERVAL, counted.describe()
