@@ -22,10 +22,14 @@ run: $(STAMP)
 demo: $(STAMP)
 	@bash scripts/demo.sh $(ROOT)
 
+# Two workers: much of the suite waits (servers, Spark, Terraform). Spark and the cluster tests share one
+# worker, one after another (each is CPU-heavy); tests/conftest.py groups them. TEST_WORKERS= runs serially.
+TEST_WORKERS ?= -n 2 --dist loadgroup
+
 test: $(STAMP)
 	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
 		>/dev/null 2>&1 || echo "chromium (Debian package) is not installed: the web console test is skipped"
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@command -v hey >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq hey) >/dev/null 2>&1 || \

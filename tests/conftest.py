@@ -21,6 +21,18 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("LAKELOG_JOBS_INTERVAL_S", "0")
 
 
+# Under `make test` (two xdist workers, --dist loadgroup): Spark and the multi-node cluster tests are each
+# CPU-heavy, so they run on one worker, one after another; Terraform's tests share their initialized module.
+SERIAL_GROUPS = {"spark": "heavy", "cluster": "heavy", "infra": "infra"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.name
+        if folder in SERIAL_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUPS[folder]))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
-import aiobotocore.session
 import fsspec
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -277,10 +276,12 @@ def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-def _session_without_expect() -> aiobotocore.session.AioSession:
+def _session_without_expect() -> Any:
     """botocore sends every PUT with `Expect: 100-continue` and waits for the store's `100 Continue`
     before the body: a round trip more per PUT (measured through the latency proxy: 2 round trips for a
     PUT, 1 for a HEAD). lakelog's bodies are small (a flush, a commit file), so the header goes."""
+    import aiobotocore.session  # s3fs's own dependency; imported only for S3 (a local CLI starts faster)
+
     session = aiobotocore.session.AioSession()
     session.get_component("event_emitter").register_last("before-call.s3", _drop_expect)
     return session

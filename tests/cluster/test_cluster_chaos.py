@@ -233,7 +233,7 @@ def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -
         acked_while_paused = len(load.acked)
         wait_until(lambda: len(load.acked) > acked_while_paused + step // 3, 60, "the load to go on while a node is paused")
         paused.signal(signal.SIGCONT)
-        wait_until(lambda: settled(live) is not None, 30, "the paused node to rejoin")
+        wait_until(lambda: settled(live) is not None, 30, lambda: f"the paused node to rejoin: {cluster_views(live)}")
         acked_after = len(load.acked)
         wait_until(lambda: len(load.acked) > acked_after + step // 3, 60, "the load to go on after the pause")
 
@@ -299,6 +299,18 @@ def check_outcome(load: Load, root: str, env: dict[str, str], retried_idempotent
     assert not load.commit_regressions, load.commit_regressions[:5]
     missing = set(load.acked) - set(load.consumed)
     assert not missing, f"the group did not consume {len(missing)} acknowledged records, e.g. {sorted(missing)[:3]}"
+
+
+def cluster_views(nodes: list[Node]) -> list[object]:
+    """Each node's answer to GET /v1/cluster (its status and body), for failure messages."""
+    found: list[object] = []
+    for node in nodes:
+        try:
+            response = httpx.get(node.url + "/v1/cluster", timeout=5)
+            found.append((node.name, response.status_code, response.text[:400]))
+        except httpx.HTTPError as exc:
+            found.append((node.name, repr(exc)))
+    return found
 
 
 def start_cluster(root: str, env: dict[str, str]) -> list[Node]:
