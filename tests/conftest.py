@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -33,10 +34,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(SERIAL_GROUPS[folder]))
 
 
+_ISSUED: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port for a server a test starts later, below the kernel's ephemeral range (which outgoing
+    connections take from) and in a range of its own per xdist worker, never handed out twice."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    low = 20_000 + (worker % 2) * 6_000
+    while True:
+        port = random.randrange(low, low + 6_000)
+        if port in _ISSUED:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ISSUED.add(port)
+        return port
 
 
 class S3Endpoint:

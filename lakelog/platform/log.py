@@ -82,6 +82,13 @@ TOPIC_TABLE_PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 1 days",
 }
 RETAINED_COMMITS = 100
+# The sequencer is put-if-absent on the next version, so a commit file, once cleaned up, must never look
+# free to a writer: a writer whose snapshot is older than SNAPSHOT_MAX_AGE_S (since its last refresh or
+# commit) refreshes before it commits, and the cleanup deletes only commit files older than
+# CLEANUP_DELAY_S, far beyond that age. (A stale writer once recreated versions cleaned under it, and the
+# records it acknowledged there were invisible to every reader: the rolling-restart test found it.)
+SNAPSHOT_MAX_AGE_S = 2.0
+CLEANUP_DELAY_S = 30.0
 COMMIT_ID = "lakelog.commitId"
 # Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
@@ -132,6 +139,8 @@ class TopicLog:
         self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
         self._last_refresh = 0.0
+        self._synced_at = time.monotonic()  # the snapshot's version was the log's latest then (refresh or commit)
+        self._checkpoint_times: list[tuple[float, int]] = []  # (when, version) of this node's checkpoints
         self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
         self.tail = TailCache(tail_cache_bytes)
         self._cleaned_below: int | None = None
@@ -190,8 +199,9 @@ class TopicLog:
     def refresh(self) -> bool:
         """Load other writers' commits; True when the table changed."""
         with self._lock:
+            started = time.monotonic()
             self._catch_up()
-            self._last_refresh = time.monotonic()
+            self._last_refresh = self._synced_at = started
             if self._dt.version() == self._version:
                 return False
             self._rebuild_index()
@@ -353,8 +363,8 @@ class TopicLog:
             with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
-                failure = self._check_producers(producer_ids)
-                if failure is None:  # else other writers' commits could not be read: refresh, try again
+                failure = self._refresh_if_stale() or self._check_producers(producer_ids)
+                if failure is None:  # else the log or other writers' commits could not be read: try again
                     bases = {p: self.log_end_offset(p) for p, _, _ in runs}
                     version = self._version + 1
                     table, offsets = _assign_offsets(ordered, runs, bases)
@@ -387,6 +397,16 @@ class TopicLog:
                         log.debug("commit conflict on %s at version %d", self.name, version)
                         failure = "its commits kept conflicting with other writers'"
             self._refresh_or_wait(deadline, failure)
+
+    def _refresh_if_stale(self) -> str | None:
+        """Before a commit on a snapshot older than SNAPSHOT_MAX_AGE_S: catch up first (None when current)."""
+        if time.monotonic() - self._synced_at <= SNAPSHOT_MAX_AGE_S:
+            return None  # steady state: the writer's own commits keep it current
+        try:
+            self.refresh()
+            return None
+        except STORAGE_ERRORS as exc:
+            return f"its snapshot was stale and the log could not be read: {exc}"
 
     # ---- other writers' commits and producer state ----------------------
 
@@ -501,6 +521,7 @@ class TopicLog:
             else:
                 self._apps[txn.app_id] = txn.version
         self._version = version
+        self._synced_at = time.monotonic()  # the put proved `version` was free: the log's latest
         if version % CHECKPOINT_INTERVAL == 0:
             self._request_checkpoint(version)
 
@@ -594,9 +615,17 @@ class TopicLog:
                 self._dt = snapshot
 
     def _clean_log(self, checkpoint_version: int) -> None:
-        """Keep the last RETAINED_COMMITS commit files (and their checkpoints): delta_log.clean_commit_log."""
+        """Keep the last RETAINED_COMMITS commit files (and their checkpoints) before the newest checkpoint
+        this node made at least CLEANUP_DELAY_S ago, so every file deleted is older than that:
+        delta_log.clean_commit_log."""
+        now = time.monotonic()
+        self._checkpoint_times.append((now, checkpoint_version))
+        due = [v for at, v in self._checkpoint_times if now - at >= CLEANUP_DELAY_S]
+        self._checkpoint_times = [(at, v) for at, v in self._checkpoint_times if now - at < CLEANUP_DELAY_S]
+        if not due:
+            return
         try:
-            self._cleaned_below = clean_commit_log(self.storage, self.uri, checkpoint_version - RETAINED_COMMITS,
+            self._cleaned_below = clean_commit_log(self.storage, self.uri, max(due) - RETAINED_COMMITS,
                                                    CHECKPOINT_INTERVAL, self._cleaned_below)
         except OSError as exc:
             log.warning("log cleanup of %s failed: %s", self.name, exc)

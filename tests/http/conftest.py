@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ import uvicorn
 
 from lakelog.ingest_api import create_app
 from lakelog.settings import Settings
+from tests.conftest import free_port  # noqa: F401  (re-exported: tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_DEFAULTS: dict[str, Any] = {
@@ -29,10 +29,6 @@ TEST_DEFAULTS: dict[str, Any] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ThreadServer:
