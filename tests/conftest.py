@@ -22,9 +22,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("LAKELOG_JOBS_INTERVAL_S", "0")
 
 
-# Under `make test` (two xdist workers, --dist loadgroup): Spark and the multi-node cluster tests are each
-# CPU-heavy, so they run on one worker, one after another; Terraform's tests share their initialized module.
-SERIAL_GROUPS = {"spark": "heavy", "cluster": "heavy", "infra": "infra"}
+# Under `make test` (two xdist workers, --dist loadgroup): the Spark tests run on one worker (one JVM, one
+# after another) and Terraform's on one (they share their initialized module). tests/cluster runs apart.
+SERIAL_GROUPS = {"spark": "spark", "infra": "infra"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -334,6 +334,12 @@ class TopicLog:
         with self._lock:
             return list(self._index.partition(partition).files)
 
+    def all_segments(self) -> dict[int, list[SegmentFile]]:
+        """Every partition's files at one moment: planners must not see a flush's shared file in one
+        partition and not yet in another (appends add to the index meanwhile)."""
+        with self._lock:
+            return {p: list(index.files) for p, index in self._index.partitions.items()}
+
     # ---- append -----------------------------------------------------------
 
     def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,

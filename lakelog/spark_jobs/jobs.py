@@ -125,7 +125,8 @@ def _plan(job: str, broker: Broker, metas: list[TopicMeta], now_ms: int | None,
     for meta in metas:
         topic_log = broker.topic_log(meta.name)
         topic_log.refresh()
-        plans += [p for p in planner(meta, topic_log.segments, now)
+        segments = topic_log.all_segments()
+        plans += [p for p in planner(meta, lambda partition: segments.get(partition, []), now)
                   if wanted is None or (p.topic, p.partition) in wanted]
     return plans
 
