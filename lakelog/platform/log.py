@@ -519,8 +519,12 @@ class TopicLog:
 
     def _own_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
+        shared: dict[str, list[SegmentFile]] = {}
         for segment in segments:
             self._index.add(segment)
+            if segment.shared:
+                shared.setdefault(segment.path, []).append(segment)
+        self._slices.update(shared)  # again: a refresh between the write and the commit may have dropped them
         for txn in txns:
             if txn.app_id.startswith(PARTITION_APP_PREFIX):
                 self._leo[int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))] = txn.version
