@@ -716,6 +716,16 @@ class TopicLog:
         with a byte budget reads what it answers, not the rest of the partition."""
         with self._lock:
             files = list(self._index.partition(partition).files_from(offset))
+        if files and files[0].min_offset > offset:
+            # A hole in the index (files cover a partition's offsets without gaps): answering from the next
+            # file would move a reader past records it never saw. Catch up, and answer nothing if it stays.
+            log.warning("segment index of %s-%d has no file holding offset %d: refreshing", self.name,
+                        partition, offset)
+            self.refresh()
+            with self._lock:
+                files = list(self._index.partition(partition).files_from(offset))
+            if files and files[0].min_offset > offset:
+                return []
         pieces: list[pa.Table] = []
         wanted, budget = max_records, max_bytes
         for segment in files:
