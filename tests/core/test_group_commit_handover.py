@@ -10,10 +10,12 @@ import threading
 from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator, JoinOptions
 from lakelog.platform.records import FetchResult
+from log_check import assert_topic_intact
 
 
 def test_a_new_owner_starts_at_a_commit_accepted_before_the_rebalance(tmp_path) -> None:
-    with Broker(root=str(tmp_path / "data")) as broker:
+    root = str(tmp_path / "data")
+    with Broker(root=root) as broker:
         broker.create_topic("t", 1)
         broker.produce("t", [Record(f"v{i}".encode()) for i in range(20)])
         coordinator = GroupCoordinator(broker, initial_rebalance_delay_ms=0)
@@ -44,6 +46,7 @@ def test_a_new_owner_starts_at_a_commit_accepted_before_the_rebalance(tmp_path) 
         finally:
             gate.set()
             coordinator.close()
+    assert_topic_intact(root, "t")
 
 
 def offsets(results: list[FetchResult]) -> list[int]:
