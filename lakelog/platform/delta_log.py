@@ -1,8 +1,9 @@
 """The Delta commit log as files: names, versions, and the actions inside a commit file.
 
 The topic log writes its appends' commit files itself (`encode_commit`: appended
-files and SetTransactions, as delta-rs writes them), reads commits back only to
-tell whether an ambiguous commit landed, and cleans old ones; the replication
+files and SetTransactions, as delta-rs writes them), follows other writers'
+appends commit by commit (`appended`), reads its own back to tell whether an
+ambiguous commit landed, and cleans old ones; the replication
 copier copies them byte for byte; all through these helpers.
 """
 
@@ -59,7 +60,7 @@ def latest_version(storage: Storage, table_uri: str) -> int:
 
 
 def _actions(commit: bytes) -> list[dict]:
-    return [json.loads(line) for line in commit.splitlines() if line.strip()]
+    return [orjson.loads(line) for line in commit.splitlines() if line.strip()]
 
 
 def added_actions(commit: bytes) -> list[AddAction]:
@@ -86,6 +87,19 @@ def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict
               for a in adds]
     lines += [{"txn": {"appId": t.app_id, "version": t.version, "lastUpdated": now}} for t in txns]
     return b"\n".join(orjson.dumps(line) for line in lines)
+
+
+APPEND_ACTIONS = frozenset({"commitInfo", "add", "txn"})
+
+
+def appended(commit: bytes) -> tuple[list[AddAction], list[Transaction]] | None:
+    """The files and SetTransactions of a commit that only appends (what lakelog's produce writes); None
+    for any other commit (removes, metadata or protocol changes), which a reader loads through delta-rs."""
+    entries = _actions(commit)
+    if any(not APPEND_ACTIONS.issuperset(entry) for entry in entries):
+        return None
+    txns = [Transaction(e["txn"]["appId"], int(e["txn"]["version"])) for e in entries if "txn" in e]
+    return added_actions(commit), txns
 
 
 def added_paths(commit: bytes) -> list[str]:

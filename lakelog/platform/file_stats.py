@@ -74,6 +74,16 @@ def segment_of(action: AddAction) -> SegmentFile:
     )
 
 
+def holds_several_partitions(action: AddAction) -> bool:
+    """A layout 2 file of several partitions: its `partition` statistics span more than one value."""
+    try:
+        stats = json.loads(action.stats)
+        low, high = stats["minValues"]["partition"], stats["maxValues"]["partition"]
+        return "offset" in stats["minValues"] and low is not None and high is not None and low != high
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def parse_iso_ms(text: str) -> int:
     """Delta's statistics timestamps: ISO 8601 in UTC, with or without fractional seconds."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -35,6 +35,7 @@ from lakelog.platform.delta_log import (
     PRODUCER_IDS,
     clean_commit_log,
     commit_info,
+    appended,
     commit_uri,
     committed_producers,
     encode_commit,
@@ -46,6 +47,7 @@ from lakelog.platform.errors import (
     StorageWriteFailed,
     TopicAlreadyExists,
 )
+from lakelog.platform.file_stats import holds_several_partitions, segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex, shared_files, slices_from_table, slices_table
 from lakelog.platform.layout import TOPIC_SLICES_CACHE, topic_path
 from lakelog.platform.segment import (
@@ -196,16 +198,64 @@ class TopicLog:
     def version(self) -> int:
         return self._version
 
-    def refresh(self) -> bool:
-        """Load other writers' commits; True when the table changed."""
+    def refresh(self, full: bool = False) -> bool:
+        """Load other writers' commits; True when the table changed.
+
+        While the snapshot is recent (SNAPSHOT_MAX_AGE_S), the log is followed commit by commit: a GET of
+        the next version, whose absence proves nothing is new (it cannot have been cleaned up: see
+        SNAPSHOT_MAX_AGE_S), and appends applied to the index from the commit itself. A LIST costs more,
+        and loading the snapshot through delta-rs more still. Any other commit (removes, a schema change),
+        a stale snapshot, or `full` (callers that commit through delta-rs) load the snapshot."""
         with self._lock:
             started = time.monotonic()
+            if not full and started - self._synced_at <= SNAPSHOT_MAX_AGE_S:
+                followed = self._follow(started)
+                if followed is not None:
+                    return followed
             self._catch_up()
             self._last_refresh = self._synced_at = started
             if self._dt.version() == self._version:
                 return False
             self._rebuild_index()
             return True
+
+    def _follow(self, started: float) -> bool | None:
+        """Apply the log's next commits while they only append; None when one needs the full load (the
+        commits before it are applied: the index is that of the version reached)."""
+        changed = False
+        while True:
+            version = self._version + 1
+            try:
+                commit = self.storage.read_bytes(commit_uri(self.uri, version))
+            except FileNotFoundError:
+                self._last_refresh = self._synced_at = started
+                return changed
+            append = appended(commit)
+            segments = None if append is None else self._segments_of(append[0])
+            if append is None or segments is None:
+                return None
+            self._apply_commit(version, segments, append[1])
+            found = committed_producers(commit)
+            if found is None or self._changed_producers is None:
+                self._changed_producers = None
+            else:
+                self._changed_producers |= found
+            changed = True
+
+    def _segments_of(self, adds: list[AddAction]) -> list[SegmentFile] | None:
+        """The index entries of another writer's files (a file holding several partitions: from its footer);
+        None for a file without lakelog's statistics."""
+        segments: list[SegmentFile] = []
+        for add in adds:
+            try:
+                segments.append(segment_of(add))
+            except (KeyError, TypeError, ValueError):
+                if not holds_several_partitions(add):
+                    return None
+                footer = read_footer(self.storage, f"{self.uri}/{add.path}")
+                self._remember_metadata(add.path, footer)
+                segments += slices_of(add.path, add.modification_time, footer)
+        return segments
 
     def _catch_up(self) -> None:
         """The snapshot at the log's latest version. It does not follow this node's own commits (lakelog
@@ -519,6 +569,13 @@ class TopicLog:
 
     def _own_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
+        self._apply_commit(version, segments, txns)
+        if version % CHECKPOINT_INTERVAL == 0:
+            self._request_checkpoint(version)
+
+    def _apply_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
+        """An append at `version` (ours, or another writer's being followed): the snapshot (`_dt`) stays
+        behind, so every log end offset and app version it changed is kept here until the next load."""
         shared: dict[str, list[SegmentFile]] = {}
         for segment in segments:
             self._index.add(segment)
@@ -531,9 +588,7 @@ class TopicLog:
             else:
                 self._apps[txn.app_id] = txn.version
         self._version = version
-        self._synced_at = time.monotonic()  # the put proved `version` was free: the log's latest
-        if version % CHECKPOINT_INTERVAL == 0:
-            self._request_checkpoint(version)
+        self._synced_at = time.monotonic()  # `version` was free a moment ago: the log's latest
 
     def _request_checkpoint(self, version: int) -> None:
         """Checkpoints run off the produce path, one at a time per topic; a topic that commits faster
@@ -593,7 +648,7 @@ class TopicLog:
     def _committed_version(self, read_version: int, commit_id: str) -> int | None:
         """After an ambiguous failure: the version our commit landed at, if it did (None otherwise)."""
         try:
-            self.refresh()
+            self.refresh(full=True)  # the log end offsets of a commit found are re-read from the snapshot
             for version in range(read_version + 1, self._version + 1):
                 info = commit_info(self.storage.read_bytes(commit_uri(self.uri, version)))
                 if info.get(COMMIT_ID) == commit_id:
@@ -655,7 +710,7 @@ class TopicLog:
                                  self.layout.partition_values(s.partition)) for s in files.values()]
         try:
             with self._lock:
-                self.refresh()  # the snapshot past our own commits, and the files others removed
+                self.refresh(full=True)  # the snapshot past our own commits, and the files others removed
                 present = {f.path for p in {s.partition for s in removes} for f in self._index.partition(p).files}
                 if any(s.path not in present for s in removes):
                     log.info("maintenance commit on %s: files to remove are gone (another job)", self.name)

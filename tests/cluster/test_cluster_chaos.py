@@ -69,6 +69,7 @@ class Load:
         self.idempotent_retries = 0
         self.key_mismatches: list[str] = []
         self.consumed: list[str] = []
+        self.reads: list[tuple[int, str, int, int]] = []  # (consumer, topic, partition, offset), for failures
         self.commit_regressions: list[str] = []
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
@@ -186,6 +187,7 @@ class Load:
                 idle_since = None
                 with self.lock:
                     self.consumed.extend(m.value().decode() for m in messages)
+                    self.reads.extend((i, m.topic(), m.partition(), m.offset()) for m in messages)
                 try:
                     consumer.commit(asynchronous=False)
                 except Exception:  # a rebalance or a node going away: the next commit covers it
@@ -298,7 +300,26 @@ def check_outcome(load: Load, root: str, env: dict[str, str], retried_idempotent
     assert not load.key_mismatches, f"Idempotency-Key retries answered with other offsets: {load.key_mismatches[:3]}"
     assert not load.commit_regressions, load.commit_regressions[:5]
     missing = set(load.acked) - set(load.consumed)
-    assert not missing, f"the group did not consume {len(missing)} acknowledged records, e.g. {sorted(missing)[:3]}"
+    assert not missing, (f"the group did not consume {len(missing)} acknowledged records, e.g. {sorted(missing)[:3]}; "
+                         f"{skipped_reads(load, sorted(missing)[:3])}")
+
+
+def skipped_reads(load: Load, values: list[str]) -> str:
+    """For a failure message: where each value was acknowledged, and each consumer's reads of its partition
+    around that offset (in the order the consumer got them)."""
+    lines = []
+    for value in values:
+        topic, partition, offset = load.acked[value]
+        lines.append(f"{value} at {topic}-{partition}@{offset}")
+        for consumer in range(3):
+            got = [o for c, t, p, o in load.reads if (c, t, p) == (consumer, topic, partition)]
+            near = [o for o in got if abs(o - offset) <= 30]
+            lines.append(f"  consumer {consumer}: {len(got)} reads, near it: {near}")
+    for node in load.nodes:
+        warnings = [line for line in node.log_tail(10**7).splitlines()
+                    if '"level": "warning"' in line or '"level": "error"' in line]
+        lines.append(f"{node.name}: {len(warnings)} warnings, the last: {warnings[-5:]}")
+    return "\n".join(lines)
 
 
 def cluster_views(nodes: list[Node]) -> list[object]:

@@ -66,3 +66,58 @@ def test_a_reopening_node_reads_the_slices_cache_not_every_footer(s3_proxy) -> N
     assert len(cache) == 1
     # Footers only of files the cache does not name: those written after it (at most the 4 after version 25).
     assert len(footers) <= commits - 1 - CHECKPOINT_INTERVAL, counted.describe()
+
+
+def _data_objects(counted) -> list:  # type: ignore[no-untyped-def]
+    return [r for r in counted.requests if "/_delta_log/" not in r.target and "/_lakelog/" not in r.target]
+
+
+def test_a_node_follows_another_writers_appends_with_gets_of_the_next_commit(s3_proxy) -> None:
+    """A node that does not write the topic (a consumer's node in a cluster) finds new commits by a GET of
+    the next version: nothing new is one request; an append of 8 partitions is the commit, the footer of
+    its shared file, and the GET that finds no next version. No LIST, no snapshot load."""
+    root = s3_proxy.root()
+    with Broker(Settings(root=root, storage=s3_proxy.options, linger_ms=0)) as writer, \
+            Broker(Settings(root=root, storage=s3_proxy.options)) as follower:
+        writer.create_topic("followed", 8)
+        writer.produce("followed", [Record(b"first", partition=p) for p in range(8)])
+        followed = follower.topic_log("followed")
+        followed.refresh()
+        with s3_proxy.counter.measure() as idle:
+            assert followed.refresh() is False
+        assert [(r.kind, r.target.rsplit("/", 1)[-1]) for r in idle.requests] == \
+            [("get", f"{followed.version + 1:020d}.json")], idle.describe()
+
+        result = writer.produce("followed", [Record(f"second-{p}".encode(), key=b"k", partition=p) for p in range(8)])
+        with s3_proxy.counter.measure() as counted:
+            assert followed.refresh() is True
+        assert followed.version == result.version
+        kinds = sorted(r.kind for r in counted.requests)
+        assert kinds == ["get", "get", "get"], counted.describe()  # the commit, the footer, the next version
+        assert len(_data_objects(counted)) == 1  # the footer: its suffix
+        for p in range(8):
+            assert followed.log_end_offset(p) == 2
+            assert followed.read(p, 1, 10).column("value").to_pylist() == [f"second-{p}".encode()]
+        assert followed.segments(3) == writer.topic_log("followed").segments(3)
+
+
+def test_a_commit_that_removes_files_is_loaded_through_the_snapshot(s3_proxy) -> None:
+    """A maintenance commit (here the roll of the shared files) is not an append: the follower loads the
+    snapshot (a LIST of the log) and its index names the rolled files, not the removed ones."""
+    from lakelog.spark_jobs.jobs import run_job  # noqa: PLC0415 (Spark's module is heavy; only this test needs it)
+
+    root = s3_proxy.root()
+    with Broker(Settings(root=root, storage=s3_proxy.options, linger_ms=0)) as writer, \
+            Broker(Settings(root=root, storage=s3_proxy.options)) as follower:
+        writer.create_topic("rolled", 4)
+        for i in range(3):
+            writer.produce("rolled", [Record(f"{i}-{p}".encode(), partition=p) for p in range(4)])
+        followed = follower.topic_log("rolled")
+        assert all(s.shared for s in followed.segments(0))
+        run_job("roll", writer, None)
+        with s3_proxy.counter.measure() as counted:
+            assert followed.refresh() is True
+        assert any(r.kind == "list" for r in counted.requests), counted.describe()
+        assert followed.segments(2) == writer.topic_log("rolled").segments(2)
+        assert not any(s.shared for s in followed.segments(2))
+        assert followed.read(2, 0, 10).column("value").to_pylist() == [f"{i}-2".encode() for i in range(3)]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -89,6 +90,8 @@ class ProcessServer:
                     "LAKELOG_KAFKA_PORT": str(self.kafka_port),
                     "LAKELOG_GROUP_MIN_SESSION_TIMEOUT_MS": "100", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        # Its log goes to a file: a pipe nobody reads would block the server once 64 KB of warnings filled it.
+        self.log_file = tempfile.NamedTemporaryFile(prefix="lakelog-server-", suffix=".log", delete=False)
 
     @property
     def url(self) -> str:
@@ -101,12 +104,12 @@ class ProcessServer:
     def start(self) -> "ProcessServer":
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lakelog.cli", "--root", self.root, "serve", "--port", str(self.port)],
-            cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log_file,
         )
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                raise RuntimeError(f"server exited: {self.log_tail()}")
             try:
                 if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
                     return self
@@ -115,6 +118,11 @@ class ProcessServer:
             if time.monotonic() > deadline:
                 raise RuntimeError("the server subprocess did not become ready")
             time.sleep(0.1)
+
+    def log_tail(self, chars: int = 2000) -> str:
+        """The end of the server's log (every start of this server appends to it)."""
+        with open(self.log_file.name, "rb") as log:
+            return log.read().decode(errors="replace")[-chars:]
 
     def kill(self) -> None:
         assert self.proc is not None
