@@ -87,7 +87,9 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     def groups_moved(old: View, new: View) -> None:
         coordinated = (lambda g: False) if not joined.is_set() else (lambda g: old.is_local(old.owner(group_key(g))))
         coordinator.reassign(coordinated, lambda g: new.is_local(new.owner(group_key(g))),
-                             settle_s=2 * settings.broker_heartbeat_interval_ms / 1000)
+                             lambda groups: membership.released({group_key(g) for g in groups}),
+                             poll_s=settings.broker_heartbeat_interval_ms / 1000,
+                             wait_s=settings.broker_session_timeout_ms / 1000)
 
     membership.on_change(groups_moved)
     membership.start()

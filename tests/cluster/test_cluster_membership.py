@@ -99,3 +99,24 @@ def test_a_node_cut_off_from_the_store_fails_its_rounds(tmp_path) -> None:
 def test_a_node_id_that_is_not_a_plain_name_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="node id"):
         member(tmp_path, "../escape")
+
+
+def test_a_new_owner_learns_when_the_old_one_let_go_of_a_key(tmp_path) -> None:
+    """A node publishes the view it acted on with its next heartbeat: a key moving to a joining node is
+    released only once the node that owned it published a view in which it does not."""
+    from lakelog.platform.cluster.ownership import owner
+
+    old = member(tmp_path, "old")
+    acted: list[list[str]] = []
+    old.on_change(lambda before, after: acted.append([n.node_id for n in after.nodes]))
+    old.round()
+    key = next(f"group:g{i}" for i in range(100) if owner(f"group:g{i}", ["new", "old"]) == "new")
+    kept = next(f"group:g{i}" for i in range(100) if owner(f"group:g{i}", ["new", "old"]) == "old")
+    new = member(tmp_path, "new")
+    assert ids(new) == ["new", "old"]
+    assert not new.released({key})  # old has not seen the new node yet
+    assert ids(old) == ["new", "old"] and acted[-1] == ["new", "old"]  # it acted on the new view...
+    assert not new.released({key})  # ...but published it only with its next heartbeat
+    old.round()
+    assert new.released({key})
+    assert not new.released({key, kept})  # a key the old node still owns is not released

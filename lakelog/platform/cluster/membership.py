@@ -33,8 +33,11 @@ class Node:
     address: str  # the URL other nodes call it at
     kafka: str | None = None  # host:port of its Kafka listener, if it has one
 
-    def to_json(self) -> bytes:
-        return json.dumps({"node_id": self.node_id, "address": self.address, "kafka": self.kafka}).encode()
+    def to_json(self, view: list[str] | None = None) -> bytes:
+        fields: dict = {"node_id": self.node_id, "address": self.address, "kafka": self.kafka}
+        if view is not None:
+            fields["view"] = view
+        return json.dumps(fields).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "Node":
@@ -123,7 +126,9 @@ class Membership:
     def round(self) -> View:
         """Renew our heartbeat object, list everyone's, and work out who is live."""
         with self._round_lock:
-            self.storage.write_bytes(self._object(self.local.node_id), self.local.to_json())
+            # With the live nodes of our last round: the others learn that we acted on it (see `released`).
+            self.storage.write_bytes(self._object(self.local.node_id),
+                                     self.local.to_json([n.node_id for n in self._view.nodes]))
             modified = self.storage.list_modified(self.folder)
             own = modified.get(self._name(self.local.node_id))
             if own is None:  # not listed right after our own write: the listing is not to be trusted
@@ -139,6 +144,24 @@ class Membership:
             self._live = nodes
             self._renewed_at = self._clock()
             return self._publish()
+
+    def released(self, keys: set[str]) -> bool:
+        """Whether no other live node owns any of `keys` in the view its heartbeat object published last.
+        A node publishes a view only after its listeners acted on it (a group coordinator forgot the groups
+        it lost and made their last commits durable), so a new owner that waits for this takes over after
+        the old one let go. One GET per other node."""
+        for node in self._view.nodes:
+            if self._view.is_local(node):
+                continue
+            try:
+                published = json.loads(self.storage.read_bytes(self._object(node.node_id))).get("view")
+            except (*STORAGE_ERRORS, ValueError, AttributeError):
+                return False
+            if not isinstance(published, list) or node.node_id not in published:
+                return False  # not published yet (an older node, or one that has not completed a round)
+            if any(owner(key, published) == node.node_id for key in keys):
+                return False
+        return True
 
     def suspect(self, node_id: str) -> None:
         """A connection to `node_id` was refused: its process is gone (killed, restarting). It owns

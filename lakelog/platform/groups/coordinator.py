@@ -446,26 +446,46 @@ class GroupCoordinator:
     # ---- cluster ------------------------------------------------------------------
 
     def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
-                 settle_s: float) -> None:
+                 released: Callable[[set[str]], bool], poll_s: float, wait_s: float) -> None:
         """The cluster moved groups between nodes (`coordinated`: this node's before, `coordinates`: now).
 
-        Groups another node coordinates now are forgotten here (their members rejoin there). A group this
-        node takes over is served only after `settle_s`, time for the previous coordinator to see the same
-        change and stop taking commits; then its committed offsets are read from the table, the previous
-        coordinator's last commits included, so that none regresses. Until then its requests are refused
-        with a retriable NOT_COORDINATOR (`taking_over`)."""
+        Groups another node coordinates now are forgotten here (their members rejoin there), once the
+        commits accepted for them are durable: the node publishes its new view only after this returns.
+        A group this node takes over is served once no other node claims it any more (`released`, asked
+        every `poll_s`; at most `wait_s`, after which a node still claiming it is taken to be cut off);
+        then its committed offsets are read from the table, the previous coordinator's last commits
+        included, so that none regresses. Until then its requests are refused with a retriable
+        NOT_COORDINATOR (`taking_over`)."""
         stored = self.store.load()
         with self._lock:
-            for group_id in [g for g in self.membership.groups if not coordinates(g)]:
+            lost = [g for g in self.membership.groups if not coordinates(g)]
+            for group_id in lost:
                 self._forget(group_id)
             taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
             for group_id in taken:
                 self._forget(group_id)  # what this node knew of it is stale
             self._taking_over.update(taken)
+            in_flight = [f for g in lost for f in self.store.in_flight(g)]
+        wait(in_flight, self.broker.settings.request_timeout_ms / 1000)
         if taken:
-            timer = threading.Timer(settle_s, self._adopt, args=(taken, coordinates))
-            timer.daemon = True
-            timer.start()
+            self._adopt_when_released(taken, coordinates, released, poll_s, time.monotonic() + wait_s)
+
+    def _adopt_when_released(self, groups: set[str], coordinates: Callable[[str], bool],
+                             released: Callable[[set[str]], bool], poll_s: float, deadline: float) -> None:
+        def check() -> None:
+            try:
+                let_go = released(groups)
+            except Exception:
+                log.exception("whether groups taken over were released not known; asking again")
+                let_go = False
+            if let_go or time.monotonic() >= deadline:
+                self._adopt(groups, coordinates)
+            else:
+                self._adopt_when_released(groups, coordinates, released, poll_s, deadline)
+
+        timer = threading.Timer(poll_s, check)
+        timer.daemon = True
+        timer.start()
 
     def _adopt(self, groups: set[str], coordinates: Callable[[str], bool]) -> None:
         try:
