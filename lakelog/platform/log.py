@@ -29,6 +29,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
+from lakelog.platform.checkpoint import Append, CheckpointState, checkpoint_rows, read_checkpoint, write_checkpoint
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import (
@@ -137,6 +138,7 @@ class TopicLog:
         self._index = SegmentIndex()
         self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
         self._slices_cache_read = False
+        self._checkpoint_state = CheckpointState(keep=4 * CHECKPOINT_INTERVAL)
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
         self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
@@ -167,10 +169,9 @@ class TopicLog:
         is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
         uri = storage.uri(topic_path(name))
         try:
-            DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=layout.partition_by, mode="error",
-                              configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
-                              name=name)
-            return
+            created = DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=layout.partition_by, mode="error",
+                                        configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
+                                        name=name)
         except CommitFailedError:
             pass  # another creator's version 0 won the put-if-absent (S3)
         except DeltaError as exc:
@@ -179,6 +180,12 @@ class TopicLog:
             text = str(exc).lower()
             if not any(sign in text for sign in ("already exists", "not found", "no files in log segment")):
                 raise
+        else:
+            try:  # the first base of the checkpoints written from the writer's state (platform/checkpoint.py)
+                created.create_checkpoint()
+            except STORAGE_ERRORS as exc:
+                log.warning("checkpoint of the new table %s not written: %s", name, exc)
+            return
         if not TopicLog.table_is_empty(storage, name):
             raise TopicAlreadyExists(
                 f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
@@ -234,7 +241,7 @@ class TopicLog:
             segments = None if append is None else self._segments_of(append[0])
             if append is None or segments is None:
                 return None
-            self._apply_commit(version, segments, append[1])
+            self._apply_commit(version, segments, *append)
             found = committed_producers(commit)
             if found is None or self._changed_producers is None:
                 self._changed_producers = None
@@ -273,6 +280,7 @@ class TopicLog:
 
     def _rebuild_index(self) -> None:
         """The index, log end offsets and app versions from the snapshot, which is current."""
+        self._checkpoint_state.forget()  # the versions it loaded were not seen one by one
         old = self._index
         self._apps.clear()
         actions = pa.table(self._dt.get_add_actions(flatten=True))
@@ -551,7 +559,7 @@ class TopicLog:
                 for p, _, _ in runs:
                     self._leo.pop(p, None)
             else:
-                self._own_commit(version, written.segments, txns)
+                self._own_commit(version, written, txns)
         except Exception:
             log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
             self._resync()
@@ -567,15 +575,18 @@ class TopicLog:
         in_given_order[order] = offsets
         return Appended(in_given_order, version)
 
-    def _own_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
+    def _own_commit(self, version: int, written: Written, txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
-        self._apply_commit(version, segments, txns)
+        self._apply_commit(version, written.segments, written.adds, txns)
         if version % CHECKPOINT_INTERVAL == 0:
             self._request_checkpoint(version)
 
-    def _apply_commit(self, version: int, segments: list[SegmentFile], txns: list[Transaction]) -> None:
+    def _apply_commit(self, version: int, segments: list[SegmentFile], adds: list[AddAction],
+                      txns: list[Transaction]) -> None:
         """An append at `version` (ours, or another writer's being followed): the snapshot (`_dt`) stays
-        behind, so every log end offset and app version it changed is kept here until the next load."""
+        behind, so every log end offset and app version it changed is kept here until the next load, and
+        the next checkpoint is written from it."""
+        self._checkpoint_state.record(Append(version, adds, txns))
         shared: dict[str, list[SegmentFile]] = {}
         for segment in segments:
             self._index.add(segment)
@@ -610,6 +621,11 @@ class TopicLog:
                     return
                 self._checkpointed = version
             self._checkpoint(version)
+
+    def wait_for_checkpoints(self, timeout_s: float = 30) -> bool:
+        """Wait until no background checkpoint is due or running; False on timeout."""
+        with self._checkpoints:
+            return self._checkpoints.wait_for(lambda: not self._checkpointing, timeout_s)
 
     def close(self, timeout_s: float = 30) -> None:
         """Let the background checkpoint finish and, if this node committed a full interval past its last
@@ -667,17 +683,36 @@ class TopicLog:
     def _checkpoint(self, version: int) -> None:
         """Off the produce path: checkpoint `version`, delete old commit files, and let the snapshot start
         over from the checkpoint (delta-rs's in-memory snapshot grows with each commit it advances over)."""
+        planned = self._checkpoint_state.plan(version) or self._plan_from_opened(version)
+        snapshot = None
         try:
-            snapshot = DeltaTable(self.uri, version=version, storage_options=self.storage.delta_options())
-            snapshot.create_checkpoint()
-        except STORAGE_ERRORS as exc:
+            if planned is not None:
+                rows = checkpoint_rows(*planned)
+                write_checkpoint(self.storage, self.uri, version, rows)
+            else:
+                snapshot = DeltaTable(self.uri, version=version, storage_options=self.storage.delta_options())
+                snapshot.create_checkpoint()
+                rows = read_checkpoint(self.storage, self.uri, version)  # the base of the next ones
+        except (*STORAGE_ERRORS, pa.ArrowException) as exc:
             log.warning("checkpoint of %s at version %d failed: %s", self.name, version, exc)
             return
+        self._checkpoint_state.install(version, rows)
         self._clean_log(version)
         self._save_slices()
         with self._lock:
-            if self._dt.version() < version <= self._version:  # every version up to ours is in our index
-                self._dt = snapshot
+            if snapshot is not None and self._dt.version() < version <= self._version:
+                self._dt = snapshot  # every version up to ours is in our index
+
+    def _plan_from_opened(self, version: int) -> tuple[pa.Table, list[Append]] | None:
+        """Without a base yet: the checkpoint of the version this node opened the log at, if there is one (a
+        new table has version 0's), is the base when every version since was seen one by one."""
+        if self._checkpoint_state.has_base:
+            return None
+        try:
+            self._checkpoint_state.install(self._opened_at, read_checkpoint(self.storage, self.uri, self._opened_at))
+        except (*STORAGE_ERRORS, pa.ArrowException):
+            return None  # none there: delta-rs writes this one
+        return self._checkpoint_state.plan(version)
 
     def _clean_log(self, checkpoint_version: int) -> None:
         """Keep the last RETAINED_COMMITS commit files (and their checkpoints) before the newest checkpoint

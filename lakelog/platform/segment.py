@@ -115,8 +115,11 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     """One file for every partition of the flush: each run in its own row groups (a row group never holds
     two partitions), so the file's slices come from its footer; one PUT whatever the partition count."""
     relative = data_file_name()
-    pieces = [table.slice(start, end - start).cast(INTAKE_FILE_SCHEMA) for _, start, end in runs]
-    data = _parquet_bytes(pieces, INTAKE_FILE_SCHEMA, ROW_GROUP_ROWS)
+    stored = table.cast(INTAKE_FILE_SCHEMA)  # once: the pieces are views of it
+    pieces = [stored.slice(start, end - start) for _, start, end in runs]
+    # No dictionaries: setting one up costs more than it saves in the small row groups of a flush (the roll
+    # rewrites these files with them).
+    data = _parquet_bytes(pieces, INTAKE_FILE_SCHEMA, ROW_GROUP_ROWS, use_dictionary=False)
     storage.write_bytes(f"{table_uri}/{relative}", data)
     action = AddAction(relative, data.size, {}, now_ms(), True, file_stats(table))
     if len(runs) == 1:
@@ -125,9 +128,10 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     return Written([action], slices_of(relative, action.modification_time, footer), footer)
 
 
-def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int) -> pa.Buffer:
+def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int,
+                   use_dictionary: bool = True) -> pa.Buffer:
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+    with pq.ParquetWriter(sink, schema, compression="snappy", use_dictionary=use_dictionary) as writer:
         for piece in pieces:  # each write ends its row groups: pieces never share one
             writer.write_table(piece, row_group_size=row_group_rows)
     return sink.getvalue()

@@ -26,7 +26,8 @@ class Chunk:
 class TailCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._chunks: dict[int, list[Chunk]] = {}
+        self._chunks: dict[int, list[Chunk]] = {}  # per partition, by start
+        self._starts: dict[int, list[int]] = {}  # the chunks' starts, to bisect
         self._order: OrderedDict[tuple[int, int], int] = OrderedDict()  # (partition, start) -> bytes
         self._bytes = 0
         self._lock = threading.Lock()
@@ -37,34 +38,43 @@ class TailCache:
         chunk = Chunk(start, start + table.num_rows, table)
         size = table.nbytes
         with self._lock:
-            chunks = self._chunks.setdefault(partition, [])
-            at = bisect.bisect_left([c.start for c in chunks], start)
-            chunks.insert(at, chunk)
+            chunks, starts = self._chunks.setdefault(partition, []), self._starts.setdefault(partition, [])
+            at = len(starts) if not starts or start > starts[-1] else bisect.bisect_left(starts, start)
+            chunks.insert(at, chunk)  # an append in the common case: each flush follows the last
+            starts.insert(at, start)
             self._order[(partition, start)] = size
             self._bytes += size
             while self._bytes > self.max_bytes and self._order:
                 (p, s), evicted = self._order.popitem(last=False)
                 self._bytes -= evicted
-                self._chunks[p] = [c for c in self._chunks[p] if c.start != s]
+                self._remove(p, s)
+
+    def _remove(self, partition: int, start: int) -> None:
+        starts = self._starts[partition]
+        at = bisect.bisect_left(starts, start)
+        if at < len(starts) and starts[at] == start:
+            del starts[at]
+            del self._chunks[partition][at]
 
     def read(self, partition: int, offset: int, max_records: int) -> list[pa.Table]:
         """Contiguous cached records from `offset`; empty when `offset` is not cached."""
-        with self._lock:
-            chunks = list(self._chunks.get(partition, ()))
         out: list[pa.Table] = []
         want, next_offset = max_records, offset
-        for chunk in chunks:
-            if chunk.end <= next_offset:
-                continue
-            if chunk.start > next_offset or want <= 0:
-                break
-            piece = chunk.table.slice(next_offset - chunk.start, want)
-            out.append(piece)
-            want -= piece.num_rows
-            next_offset += piece.num_rows
+        with self._lock:
+            starts, chunks = self._starts.get(partition, []), self._chunks.get(partition, [])
+            for chunk in chunks[max(bisect.bisect_right(starts, offset) - 1, 0):]:
+                if chunk.end <= next_offset:
+                    continue
+                if chunk.start > next_offset or want <= 0:
+                    break
+                piece = chunk.table.slice(next_offset - chunk.start, want)
+                out.append(piece)
+                want -= piece.num_rows
+                next_offset += piece.num_rows
         return out
 
     def drop_partition(self, partition: int) -> None:
         with self._lock:
+            self._starts.pop(partition, None)
             for chunk in self._chunks.pop(partition, []):
                 self._bytes -= self._order.pop((partition, chunk.start), 0)
