@@ -98,6 +98,9 @@ _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log
 # Footers of files holding several partitions, read when another writer's commit or a restart adds them.
 _FOOTER_READS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-footer-get")
 PARTITION_APP_PREFIX = "lakelog.partition."
+# On object storage a file up to this size is read whole: one round trip, where a ranged read takes three
+# (the size, the footer unless cached, the columns).
+WHOLE_READ_BYTES = 1 << 20
 # Other writers' commits not yet read for the producer ids they wrote: beyond this many versions the
 # writer forgets all producer state instead of reading them (reloading the producers in use is cheaper).
 FOREIGN_VERSIONS_MAX = RETAINED_COMMITS // 2
@@ -578,6 +581,7 @@ class TopicLog:
     def _own_commit(self, version: int, written: Written, txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
         self._apply_commit(version, written.segments, written.adds, txns)
+        self._synced_at = time.monotonic()  # the put proved `version` was free: the log's latest
         if version % CHECKPOINT_INTERVAL == 0:
             self._request_checkpoint(version)
 
@@ -599,7 +603,6 @@ class TopicLog:
             else:
                 self._apps[txn.app_id] = txn.version
         self._version = version
-        self._synced_at = time.monotonic()  # `version` was free a moment ago: the log's latest
 
     def _request_checkpoint(self, version: int) -> None:
         """Checkpoints run off the produce path, one at a time per topic; a topic that commits faster
@@ -832,7 +835,11 @@ class TopicLog:
     def _read_segment(self, segment: SegmentFile, offset: int) -> pa.Table:
         uri = f"{self.uri}/{segment.path}"
         try:
-            with self.storage.open_input(uri) as source:
+            if self.storage.is_local or self._file_size(segment) > WHOLE_READ_BYTES:
+                source = self.storage.open_input(uri)
+            else:  # one GET: no HEAD for the size, no separate footer and column reads (a tailing reader's case)
+                source = pa.BufferReader(self.storage.read_bytes(uri))
+            with source:
                 table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path),
                                              row_groups=segment.row_groups)
                 self._remember_metadata(segment.path, footer)

@@ -150,11 +150,17 @@ def read_footer(storage: Storage, uri: str) -> pq.FileMetaData:
     return pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-length:]))
 
 
+SLICE_STATS = ("partition", "offset", "timestamp", "producer_id")
+
+
 def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
     """The index entries of a file holding several partitions: one per partition, from the statistics of
     its row groups (each holds one partition; a partition's row groups are consecutive)."""
-    columns = {footer.row_group(0).column(j).path_in_schema: j for j in range(footer.num_columns)} \
-        if footer.num_row_groups else {}
+    columns: dict[str, int] = {}  # the statistics needed, by column index: reading each one costs
+    for j in range(footer.num_columns if footer.num_row_groups else 0):
+        name = footer.row_group(0).column(j).path_in_schema
+        if name in SLICE_STATS:
+            columns[name] = j
     slices: list[SegmentFile] = []
     for i in range(footer.num_row_groups):
         group = footer.row_group(i)

@@ -95,6 +95,9 @@ def test_a_node_follows_another_writers_appends_with_gets_of_the_next_commit(s3_
         kinds = sorted(r.kind for r in counted.requests)
         assert kinds == ["get", "get", "get"], counted.describe()  # the commit, the footer, the next version
         assert len(_data_objects(counted)) == 1  # the footer: its suffix
+        with s3_proxy.counter.measure() as reads:
+            assert followed.read(5, 1, 10).column("value").to_pylist() == [b"second-5"]
+        assert [r.kind for r in reads.requests] == ["get"], reads.describe()  # a small file: whole, no HEAD
         for p in range(8):
             assert followed.log_end_offset(p) == 2
             assert followed.read(p, 1, 10).column("value").to_pylist() == [f"second-{p}".encode()]
