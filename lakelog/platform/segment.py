@@ -38,6 +38,7 @@ from lakelog.platform.storage import UPLOAD_CONNECTIONS, Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
 ROW_GROUP_ROWS = 16_384
+SLICE_STATS = ("partition", "offset", "timestamp", "producer_id")  # the row-group statistics slices are made of
 # As Delta stores the records: timestamps in microseconds (Delta's timestamp type), the rest as given.
 SEGMENT_FILE_SCHEMA = pa.schema([pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False)
                                  if f.name == "timestamp" else f for f in TOPIC_FILE_SCHEMA])
@@ -117,9 +118,7 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     relative = data_file_name()
     stored = table.cast(INTAKE_FILE_SCHEMA)  # once: the pieces are views of it
     pieces = [stored.slice(start, end - start) for _, start, end in runs]
-    # No dictionaries: setting one up costs more than it saves in the small row groups of a flush (the roll
-    # rewrites these files with them).
-    data = _parquet_bytes(pieces, INTAKE_FILE_SCHEMA, ROW_GROUP_ROWS, use_dictionary=False)
+    data = _parquet_bytes(pieces, INTAKE_FILE_SCHEMA, ROW_GROUP_ROWS, intake=True)
     storage.write_bytes(f"{table_uri}/{relative}", data)
     action = AddAction(relative, data.size, {}, now_ms(), True, file_stats(table))
     if len(runs) == 1:
@@ -128,10 +127,13 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     return Written([action], slices_of(relative, action.modification_time, footer), footer)
 
 
-def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int,
-                   use_dictionary: bool = True) -> pa.Buffer:
+def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, row_group_rows: int, intake: bool = False) -> pa.Buffer:
+    """Intake files (many small row groups, rolled later) without dictionaries, and with statistics only
+    of the columns the slices are made of: both cost more than they give there, and the footer (read by
+    every other node) stays small."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, schema, compression="snappy", use_dictionary=use_dictionary) as writer:
+    options: dict[str, Any] = {"use_dictionary": False, "write_statistics": list(SLICE_STATS)} if intake else {}
+    with pq.ParquetWriter(sink, schema, compression="snappy", **options) as writer:
         for piece in pieces:  # each write ends its row groups: pieces never share one
             writer.write_table(piece, row_group_size=row_group_rows)
     return sink.getvalue()
@@ -148,9 +150,6 @@ def read_footer(storage: Storage, uri: str) -> pq.FileMetaData:
     if length > len(tail):
         tail = storage.read_tail(uri, length)
     return pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-length:]))
-
-
-SLICE_STATS = ("partition", "offset", "timestamp", "producer_id")
 
 
 def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
