@@ -61,7 +61,8 @@ def bench_produce(endpoint: S3Endpoint, proxy: DelayProxy, partitions: int, samp
 
 def bench_produce_to_poll(endpoint: S3Endpoint, samples: int) -> dict[str, list[float]]:
     """Seconds from a produce call to the record coming back from a long-polling fetch, for a consumer
-    on the producing node (woken by the commit) and on another node (finds it by polling the log)."""
+    on the producing node (woken by the commit) and on another node (follows the log: a GET of the next
+    commit file every refresh interval, then the new file in one GET)."""
     root = endpoint.root()
     options = endpoint.options
     seen: dict[str, list[float]] = {"same node": [], "other node": []}
