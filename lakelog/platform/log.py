@@ -34,9 +34,9 @@ from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import (
     PRODUCER_IDS,
+    appended,
     clean_commit_log,
     commit_info,
-    appended,
     commit_uri,
     committed_producers,
     encode_commit,
@@ -142,6 +142,7 @@ class TopicLog:
         self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
         self._slices_cache_read = False
         self._checkpoint_state = CheckpointState(keep=4 * CHECKPOINT_INTERVAL)
+        self._opened_checkpoint_tried = False
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
         self._apps: dict[str, int] = {}  # app SetTransactions of our commits since the snapshot was current
         self._version = -1
@@ -684,8 +685,9 @@ class TopicLog:
         return metadata
 
     def _checkpoint(self, version: int) -> None:
-        """Off the produce path: checkpoint `version`, delete old commit files, and let the snapshot start
-        over from the checkpoint (delta-rs's in-memory snapshot grows with each commit it advances over)."""
+        """Off the produce path: checkpoint `version` (from this node's state when it saw every version since
+        its last checkpoint, else through delta-rs, whose snapshot then replaces ours: it grows with each
+        commit it advances over), and delete old commit files."""
         planned = self._checkpoint_state.plan(version) or self._plan_from_opened(version)
         snapshot = None
         try:
@@ -709,8 +711,9 @@ class TopicLog:
     def _plan_from_opened(self, version: int) -> tuple[pa.Table, list[Append]] | None:
         """Without a base yet: the checkpoint of the version this node opened the log at, if there is one (a
         new table has version 0's), is the base when every version since was seen one by one."""
-        if self._checkpoint_state.has_base:
+        if self._checkpoint_state.has_base or self._opened_checkpoint_tried:
             return None
+        self._opened_checkpoint_tried = True
         try:
             self._checkpoint_state.install(self._opened_at, read_checkpoint(self.storage, self.uri, self._opened_at))
         except (*STORAGE_ERRORS, pa.ArrowException):
