@@ -132,7 +132,8 @@ class GroupCoordinator:
         for group_id, offsets in self.store.load().items():
             self.membership.groups[group_id] = Group(group_id, committed=offsets)
         self._stop = threading.Event()
-        self._taking_over: set[str] = set()
+        self._taking_over: dict[str, int] = {}  # group -> the takeover (a count) that will serve it
+        self._takeovers = 0
         self._reaper = threading.Thread(target=self._reap_loop, name="group-reaper", daemon=True)
         self._reaper.start()
 
@@ -309,7 +310,9 @@ class GroupCoordinator:
     def _durable(self, rows: list[OffsetRow], stamp: int) -> None:
         with self._lock:
             for row in rows:
-                group = self.membership.groups.setdefault(row.group, Group(row.group))
+                group = self.membership.groups.get(row.group)
+                if group is None:
+                    continue  # forgotten meanwhile (moved to another node, deleted): its next owner reads the table
                 group.committed[(row.topic, row.partition)] = CommittedOffset(row.offset, row.metadata, stamp)
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
@@ -464,14 +467,18 @@ class GroupCoordinator:
             taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
             for group_id in taken:
                 self._forget(group_id)  # what this node knew of it is stale
-            self._taking_over.update(taken)
+            for group_id in [g for g in self._taking_over if not coordinates(g)]:
+                del self._taking_over[group_id]  # moved on before this node served it
+            self._takeovers += 1
+            takeover = self._takeovers
+            self._taking_over.update((g, takeover) for g in taken)
             in_flight = [f for g in lost for f in self.store.in_flight(g)]
         wait(in_flight, self.broker.settings.request_timeout_ms / 1000)
         if taken:
-            self._adopt_when_released(taken, coordinates, released, poll_s, time.monotonic() + wait_s)
+            self._adopt_when_released(taken, takeover, released, poll_s, time.monotonic() + wait_s)
 
-    def _adopt_when_released(self, groups: set[str], coordinates: Callable[[str], bool],
-                             released: Callable[[set[str]], bool], poll_s: float, deadline: float) -> None:
+    def _adopt_when_released(self, groups: set[str], takeover: int, released: Callable[[set[str]], bool],
+                             poll_s: float, deadline: float) -> None:
         def check() -> None:
             try:
                 let_go = released(groups)
@@ -479,26 +486,27 @@ class GroupCoordinator:
                 log.exception("whether groups taken over were released not known; asking again")
                 let_go = False
             if let_go or time.monotonic() >= deadline:
-                self._adopt(groups, coordinates)
+                self._adopt(groups, takeover)
             else:
-                self._adopt_when_released(groups, coordinates, released, poll_s, deadline)
+                self._adopt_when_released(groups, takeover, released, poll_s, deadline)
 
         timer = threading.Timer(poll_s, check)
         timer.daemon = True
         timer.start()
 
-    def _adopt(self, groups: set[str], coordinates: Callable[[str], bool]) -> None:
+    def _adopt(self, groups: set[str], takeover: int) -> None:
+        """Serve the groups of this takeover that no later view change moved away or took over again."""
         try:
             stored = self.store.load()
         except Exception:
             log.exception("offsets of groups taken over not loaded; retrying")
-            threading.Timer(1.0, self._adopt, args=(groups, coordinates)).start()
+            threading.Timer(1.0, self._adopt, args=(groups, takeover)).start()
             return
         with self._lock:
-            for group_id in groups:
-                if coordinates(group_id) and group_id in stored:
+            for group_id in [g for g in groups if self._taking_over.get(g) == takeover]:
+                if group_id in stored:
                     self.membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
-            self._taking_over -= groups
+                del self._taking_over[group_id]
 
     def _forget(self, group_id: str) -> None:
         """Under the lock: another node coordinates the group now; Kafka members waiting here are told."""

@@ -1,0 +1,108 @@
+"""A group moving between coordinators (nodes on one root): the new coordinator serves it only once the old
+one let go, with every commit the old one accepted until then; the old one lets go only once those commits
+are durable. (With a fixed settle time instead, a node starting up took a group back while the old
+coordinator still accepted commits, and the rolling-restart test saw a committed offset go backwards.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from lakelog.platform import Broker, Record
+from lakelog.platform.groups import GroupCoordinator, JoinOptions
+from log_check import assert_topic_intact
+
+OPTIONS = JoinOptions(topics=("t",), auto_offset_reset="earliest", enable_auto_commit=False)
+
+
+def wait_for(predicate, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def committed(coordinator: GroupCoordinator) -> int:
+    return coordinator.committed("g")[("t", 0)].offset
+
+
+def test_a_group_taken_over_is_served_once_released_with_the_old_coordinators_last_commits(tmp_path) -> None:
+    root = str(tmp_path / "data")
+    with Broker(root=root) as old_node, Broker(root=root) as new_node:
+        old_node.create_topic("t", 1)
+        old_node.produce("t", [Record(f"v{i}".encode()) for i in range(20)])
+        old, new = GroupCoordinator(old_node), GroupCoordinator(new_node)
+        let_go = threading.Event()
+        try:
+            member, generation = old.join("g", OPTIONS)
+            old.commit("g", member, generation, [("t", 0, 5, None)]).result(10)
+            new.reassign(lambda g: False, lambda g: True, lambda groups: let_go.is_set(), poll_s=0.05, wait_s=60)
+            assert new.taking_over("g")
+            old.commit("g", member, generation, [("t", 0, 8, None)]).result(10)  # before the old one saw the change
+            time.sleep(0.3)
+            assert new.taking_over("g")  # not released: not served, whatever the time
+            let_go.set()
+            wait_for(lambda: not new.taking_over("g"))
+            assert committed(new) == 8
+        finally:
+            old.close()
+            new.close()
+    assert_topic_intact(root, "t")
+
+
+def test_a_node_still_claiming_the_group_past_the_wait_is_taken_to_be_cut_off(tmp_path) -> None:
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        first, second = GroupCoordinator(broker), GroupCoordinator(broker)
+        try:
+            member, generation = first.join("g", OPTIONS)
+            first.commit("g", member, generation, [("t", 0, 3, None)]).result(10)
+            second.reassign(lambda g: False, lambda g: True, lambda groups: False, poll_s=0.05, wait_s=0.3)
+            wait_for(lambda: not second.taking_over("g"))
+            assert committed(second) == 3
+        finally:
+            first.close()
+            second.close()
+
+
+def test_the_old_coordinator_lets_go_once_the_commits_it_accepted_are_durable(tmp_path) -> None:
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        coordinator = GroupCoordinator(broker)
+        writes = coordinator.store._writes
+        write, gate = writes._handle, threading.Event()
+        try:
+            member, generation = coordinator.join("g", OPTIONS)
+            writes._handle = lambda batch: (gate.wait(30), write(batch))  # storage is slow to take the commit
+            accepted = coordinator.commit("g", member, generation, [("t", 0, 7, None)])
+            moved = threading.Thread(target=coordinator.reassign,
+                                     args=(lambda g: True, lambda g: False, lambda groups: True, 0.05, 5))
+            moved.start()
+            moved.join(0.5)
+            assert moved.is_alive(), "the node let go of the group before its last commit was durable"
+            gate.set()
+            moved.join(10)
+            assert accepted.result(10) is None
+            assert coordinator.group_ids() == []
+        finally:
+            gate.set()
+            coordinator.close()
+
+
+def test_a_takeover_overtaken_by_another_change_is_never_served(tmp_path) -> None:
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        first, second = GroupCoordinator(broker), GroupCoordinator(broker)
+        let_go = threading.Event()
+        try:
+            member, generation = first.join("g", OPTIONS)
+            first.commit("g", member, generation, [("t", 0, 3, None)]).result(10)
+            second.reassign(lambda g: False, lambda g: True, lambda groups: let_go.is_set(), poll_s=0.05, wait_s=60)
+            second.reassign(lambda g: True, lambda g: False, lambda groups: True, poll_s=0.05, wait_s=60)  # moved on
+            let_go.set()
+            time.sleep(0.3)
+            assert not second.taking_over("g")
+            assert "g" not in second.group_ids()
+        finally:
+            first.close()
+            second.close()
