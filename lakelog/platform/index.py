@@ -154,6 +154,31 @@ def slices_from_table(table: pa.Table) -> dict[str, list[SegmentFile]]:
     return found
 
 
+# A commit's slices, in its commitInfo (`lakelog.slices`): per shared file, one row per slice of these fields.
+COMMIT_SLICE_FIELDS = ("partition", "row_groups", "num_records", "size_bytes", "min_offset", "max_offset",
+                       "min_timestamp_ms", "max_timestamp_ms", "min_producer_id", "max_producer_id")
+
+
+def slices_to_commit(slices: Iterable[SegmentFile]) -> dict[str, list[list]]:
+    """The slices of the shared files a commit adds, for its commitInfo: a node following the log indexes
+    them without reading the files' footers."""
+    found: dict[str, list[list]] = {}
+    for s in slices:
+        found.setdefault(s.path, []).append([list(v) if k == "row_groups" else v
+                                             for k, v in ((k, getattr(s, k)) for k in COMMIT_SLICE_FIELDS)])
+    return found
+
+
+def slices_from_commit(path: str, modification_time_ms: int, rows: list[list]) -> list[SegmentFile]:
+    """The inverse of `slices_to_commit` for one file."""
+    slices = []
+    for row in rows:
+        fields = dict(zip(COMMIT_SLICE_FIELDS, row, strict=True))
+        fields["row_groups"] = tuple(fields["row_groups"])
+        slices.append(SegmentFile(path=path, modification_time_ms=modification_time_ms, **fields))
+    return slices
+
+
 def shared_files(actions: pa.Table) -> list[tuple[str, int]]:
     """(path, modification time ms) of the files that hold several partitions (layout 2): their slices
     come from their footers."""

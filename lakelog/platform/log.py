@@ -49,7 +49,15 @@ from lakelog.platform.errors import (
     TopicAlreadyExists,
 )
 from lakelog.platform.file_stats import holds_several_partitions, segment_of
-from lakelog.platform.index import SegmentFile, SegmentIndex, shared_files, slices_from_table, slices_table
+from lakelog.platform.index import (
+    SegmentFile,
+    SegmentIndex,
+    shared_files,
+    slices_from_commit,
+    slices_from_table,
+    slices_table,
+    slices_to_commit,
+)
 from lakelog.platform.layout import TOPIC_SLICES_CACHE, topic_path
 from lakelog.platform.segment import (
     TableLayout,
@@ -93,6 +101,7 @@ RETAINED_COMMITS = 100
 SNAPSHOT_MAX_AGE_S = 2.0
 CLEANUP_DELAY_S = 30.0
 COMMIT_ID = "lakelog.commitId"
+COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files an append adds (index.py)
 # Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
 # Footers of files holding several partitions, read when another writer's commit or a restart adds them.
@@ -242,7 +251,7 @@ class TopicLog:
                 self._last_refresh = self._synced_at = started
                 return changed
             append = appended(commit)
-            segments = None if append is None else self._segments_of(append[0])
+            segments = None if append is None else self._segments_of(append[0], commit_info(commit).get(COMMIT_SLICES))
             if append is None or segments is None:
                 return None
             self._apply_commit(version, segments, *append)
@@ -253,9 +262,9 @@ class TopicLog:
                 self._changed_producers |= found
             changed = True
 
-    def _segments_of(self, adds: list[AddAction]) -> list[SegmentFile] | None:
-        """The index entries of another writer's files (a file holding several partitions: from its footer);
-        None for a file without lakelog's statistics."""
+    def _segments_of(self, adds: list[AddAction], slices: dict[str, list[list]] | None) -> list[SegmentFile] | None:
+        """The index entries of another writer's files (a file holding several partitions: from the commit's
+        slices, else from its footer); None for a file without lakelog's statistics."""
         segments: list[SegmentFile] = []
         for add in adds:
             try:
@@ -263,6 +272,9 @@ class TopicLog:
             except (KeyError, TypeError, ValueError):
                 if not holds_several_partitions(add):
                     return None
+                if slices and add.path in slices:
+                    segments += slices_from_commit(add.path, add.modification_time, slices[add.path])
+                    continue
                 footer = read_footer(self.storage, f"{self.uri}/{add.path}")
                 self._remember_metadata(add.path, footer)
                 segments += slices_of(add.path, add.modification_time, footer)
@@ -445,7 +457,8 @@ class TopicLog:
                             written = (bases, self._write_segments(table, runs))
                         landed = self.storage.put_if_absent(
                             commit_uri(self.uri, version),
-                            encode_commit(written[1].adds, txns, self._commit_metadata(commit_id, producer_ids),
+                            encode_commit(written[1].adds, txns,
+                                          self._commit_metadata(commit_id, producer_ids, written[1].segments),
                                           self.layout.partition_by))
                     except STORAGE_ERRORS as exc:
                         committed = self._committed_version(version - 1, commit_id)
@@ -677,9 +690,13 @@ class TopicLog:
             pass
         return None
 
-    def _commit_metadata(self, commit_id: str, producer_ids: frozenset[int] = frozenset()) -> dict:
-        # The producer ids let another writer of the topic tell, from the commit alone, whose state it changed.
+    def _commit_metadata(self, commit_id: str, producer_ids: frozenset[int], segments: list[SegmentFile]) -> dict:
+        # The producer ids let another writer of the topic tell, from the commit alone, whose state it changed;
+        # the slices let a node following the log index a shared file without reading its footer.
         metadata: dict = {COMMIT_ID: commit_id, PRODUCER_IDS: sorted(producer_ids)}
+        shared = [s for s in segments if s.shared]
+        if shared:
+            metadata[COMMIT_SLICES] = slices_to_commit(shared)
         if self.leader_epoch is not None:
             metadata["lakelog.leaderEpoch"] = self.leader_epoch
         return metadata
