@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator, JoinOptions
@@ -50,19 +53,26 @@ def test_a_group_taken_over_is_served_once_released_with_the_old_coordinators_la
     assert_topic_intact(root, "t")
 
 
-def test_a_node_still_claiming_the_group_past_the_wait_is_taken_to_be_cut_off(tmp_path) -> None:
+@contextmanager
+def two_coordinators(tmp_path: Path) -> Iterator[tuple[GroupCoordinator, GroupCoordinator]]:
+    """Two coordinators on one root; the first coordinates group g, which committed offset 3."""
     with Broker(root=str(tmp_path / "data")) as broker:
         broker.create_topic("t", 1)
         first, second = GroupCoordinator(broker), GroupCoordinator(broker)
         try:
             member, generation = first.join("g", OPTIONS)
             first.commit("g", member, generation, [("t", 0, 3, None)]).result(10)
-            second.reassign(lambda g: False, lambda g: True, lambda groups: False, poll_s=0.05, wait_s=0.3)
-            wait_for(lambda: not second.taking_over("g"))
-            assert committed(second) == 3
+            yield first, second
         finally:
             first.close()
             second.close()
+
+
+def test_a_node_still_claiming_the_group_past_the_wait_is_taken_to_be_cut_off(tmp_path: Path) -> None:
+    with two_coordinators(tmp_path) as (_, second):
+        second.reassign(lambda g: False, lambda g: True, lambda groups: False, poll_s=0.05, wait_s=0.3)
+        wait_for(lambda: not second.taking_over("g"))
+        assert committed(second) == 3
 
 
 def test_the_old_coordinator_lets_go_once_the_commits_it_accepted_are_durable(tmp_path) -> None:
@@ -89,20 +99,12 @@ def test_the_old_coordinator_lets_go_once_the_commits_it_accepted_are_durable(tm
             coordinator.close()
 
 
-def test_a_takeover_overtaken_by_another_change_is_never_served(tmp_path) -> None:
-    with Broker(root=str(tmp_path / "data")) as broker:
-        broker.create_topic("t", 1)
-        first, second = GroupCoordinator(broker), GroupCoordinator(broker)
-        let_go = threading.Event()
-        try:
-            member, generation = first.join("g", OPTIONS)
-            first.commit("g", member, generation, [("t", 0, 3, None)]).result(10)
-            second.reassign(lambda g: False, lambda g: True, lambda groups: let_go.is_set(), poll_s=0.05, wait_s=60)
-            second.reassign(lambda g: True, lambda g: False, lambda groups: True, poll_s=0.05, wait_s=60)  # moved on
-            let_go.set()
-            time.sleep(0.3)
-            assert not second.taking_over("g")
-            assert "g" not in second.group_ids()
-        finally:
-            first.close()
-            second.close()
+def test_a_takeover_overtaken_by_another_change_is_never_served(tmp_path: Path) -> None:
+    let_go = threading.Event()
+    with two_coordinators(tmp_path) as (_, second):
+        second.reassign(lambda g: False, lambda g: True, lambda groups: let_go.is_set(), poll_s=0.05, wait_s=60)
+        second.reassign(lambda g: True, lambda g: False, lambda groups: True, poll_s=0.05, wait_s=60)  # moved on
+        let_go.set()
+        time.sleep(0.3)
+        assert not second.taking_over("g")
+        assert "g" not in second.group_ids()
