@@ -707,11 +707,13 @@ class TopicLog:
         commit it advances over), and delete old commit files."""
         planned = self._checkpoint_state.plan(version) or self._plan_from_opened(version)
         snapshot = None
+        rows = None
         try:
             if planned is not None:
-                rows = checkpoint_rows(*planned)
-                write_checkpoint(self.storage, self.uri, version, rows)
-            else:
+                rows = self._checkpoint_rows(version, planned)
+                if rows is not None:
+                    write_checkpoint(self.storage, self.uri, version, rows)
+            if rows is None:
                 snapshot = DeltaTable(self.uri, version=version, storage_options=self.storage.delta_options())
                 snapshot.create_checkpoint()
                 rows = read_checkpoint(self.storage, self.uri, version)  # the base of the next ones
@@ -724,6 +726,17 @@ class TopicLog:
         with self._lock:
             if snapshot is not None and self._dt.version() < version <= self._version:
                 self._dt = snapshot  # every version up to ours is in our index
+
+    def _checkpoint_rows(self, version: int, planned: tuple[pa.Table, list[Append]]) -> pa.Table | None:
+        """The rows from this node's state; None (delta-rs writes this one) when they cannot be built, as
+        for a checkpoint schema this code does not know."""
+        try:
+            return checkpoint_rows(*planned)
+        except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
+            log.warning("checkpoint of %s at version %d not built from this node's state: %s", self.name, version,
+                        exc)
+            self._checkpoint_state.forget()
+            return None
 
     def _plan_from_opened(self, version: int) -> tuple[pa.Table, list[Append]] | None:
         """Without a base yet: the checkpoint of the version this node opened the log at, if there is one (a

@@ -102,3 +102,25 @@ def test_a_checkpoint_after_the_first_reads_nothing_from_the_store(s3_proxy) -> 
         # The commit (data, log), the checkpoint and its hint (log), the slices cache (data).
         assert made == {"put_data": 2, "put_log": 3}, counted.describe()
     assert_topic_intact(root, "t", s3_proxy.options)
+
+
+def test_rows_that_cannot_be_built_leave_the_checkpoint_to_delta_rs(tmp_path: Path, monkeypatch) -> None:
+    """A checkpoint schema lakelog cannot fill (say, a future delta-rs's) must not stop checkpoints: the log
+    cleanup waits for them."""
+    import pyarrow as pa
+
+    import lakelog.platform.log as log_module
+
+    def unknown_schema(*args: object) -> None:
+        raise pa.ArrowInvalid("a checkpoint column this code does not know")
+
+    monkeypatch.setattr(log_module, "checkpoint_rows", unknown_schema)
+    root = tmp_path / "root"
+    with Broker(Settings(root=str(root), linger_ms=0)) as broker:
+        broker.create_topic("t", PARTITIONS)
+        produce(broker, "t", 2 * CHECKPOINT_INTERVAL, "a")
+        assert broker.topic_log("t").wait_for_checkpoints()
+    only_the_checkpoint(root / "topics" / "t", 2 * CHECKPOINT_INTERVAL)
+    table = DeltaTable(str(root / "topics" / "t"))
+    assert table.version() == 2 * CHECKPOINT_INTERVAL
+    assert table.to_pyarrow_table(columns=["value"]).num_rows == 2 * CHECKPOINT_INTERVAL * PARTITIONS
