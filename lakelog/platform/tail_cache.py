@@ -32,11 +32,12 @@ class TailCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def put(self, partition: int, table: pa.Table, start: int) -> None:
+    def put(self, partition: int, table: pa.Table, start: int, nbytes: int | None = None) -> None:
+        """`nbytes`: the table's size if the caller knows it (measuring many small slices costs)."""
         if self.max_bytes <= 0 or table.num_rows == 0:
             return
         chunk = Chunk(start, start + table.num_rows, table)
-        size = table.nbytes
+        size = table.nbytes if nbytes is None else nbytes
         with self._lock:
             chunks, starts = self._chunks.setdefault(partition, []), self._starts.setdefault(partition, [])
             at = len(starts) if not starts or start > starts[-1] else bisect.bisect_left(starts, start)
