@@ -164,8 +164,7 @@ def slices_to_commit(slices: Iterable[SegmentFile]) -> dict[str, list[list]]:
     them without reading the files' footers."""
     found: dict[str, list[list]] = {}
     for s in slices:
-        found.setdefault(s.path, []).append([list(v) if k == "row_groups" else v
-                                             for k, v in ((k, getattr(s, k)) for k in COMMIT_SLICE_FIELDS)])
+        found.setdefault(s.path, []).append([getattr(s, name) for name in COMMIT_SLICE_FIELDS])
     return found
 
 

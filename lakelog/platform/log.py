@@ -225,7 +225,8 @@ class TopicLog:
         the next version, whose absence proves nothing is new (it cannot have been cleaned up: see
         SNAPSHOT_MAX_AGE_S), and appends applied to the index from the commit itself. A LIST costs more,
         and loading the snapshot through delta-rs more still. Any other commit (removes, a schema change),
-        a stale snapshot, or `full` (callers that commit through delta-rs) load the snapshot."""
+        a stale snapshot, or `full` load the snapshot; `full` also rebuilds the index from it whether or
+        not the version moved (callers that commit through delta-rs, or that doubt the index)."""
         with self._lock:
             started = time.monotonic()
             if not full and started - self._synced_at <= SNAPSHOT_MAX_AGE_S:
@@ -234,10 +235,10 @@ class TopicLog:
                     return followed
             self._catch_up()
             self._last_refresh = self._synced_at = started
-            if self._dt.version() == self._version:
-                return False
-            self._rebuild_index()
-            return True
+            changed = self._dt.version() != self._version
+            if changed or full:
+                self._rebuild_index()
+            return changed
 
     def _follow(self, started: float) -> bool | None:
         """Apply the log's next commits while they only append; None when one needs the full load (the
@@ -255,11 +256,7 @@ class TopicLog:
             if append is None or segments is None:
                 return None
             self._apply_commit(version, segments, *append)
-            found = committed_producers(commit)
-            if found is None or self._changed_producers is None:
-                self._changed_producers = None
-            else:
-                self._changed_producers |= found
+            self._note_producers(committed_producers(commit))
             changed = True
 
     def _segments_of(self, adds: list[AddAction], slices: dict[str, list[list]] | None) -> list[SegmentFile] | None:
@@ -515,12 +512,16 @@ class TopicLog:
                     found = committed_producers(self.storage.read_bytes(commit_uri(self.uri, version)))
                 except FileNotFoundError:
                     found = None
-                if found is None:
-                    self._changed_producers = None
-                else:
-                    self._changed_producers |= found
+                self._note_producers(found)
                 self._foreign[0] = (version + 1, end)
             self._foreign.pop(0)
+
+    def _note_producers(self, found: set[int] | None) -> None:
+        """Producer ids another writer's commit wrote (None: it cannot tell, so any producer)."""
+        if found is None or self._changed_producers is None:
+            self._changed_producers = None
+        else:
+            self._changed_producers |= found
 
     def _check_producers(self, producer_ids: frozenset[int]) -> str | None:
         """Before committing batches of `producer_ids`: raise if another writer's commit since this node
@@ -846,16 +847,19 @@ class TopicLog:
         if files and files[0].min_offset > offset:
             # A hole in the index (files cover a partition's offsets without gaps): answering from the next
             # file would move a reader past records it never saw. Catch up, and answer nothing if it stays.
-            log.warning("segment index of %s-%d has no file holding offset %d: refreshing", self.name,
+            log.warning("segment index of %s-%d has no file holding offset %d: rebuilding it", self.name,
                         partition, offset)
-            self.refresh()
+            self.refresh(full=True)
             with self._lock:
                 files = list(self._index.partition(partition).files_from(offset))
             if files and files[0].min_offset > offset:
                 return []
         pieces: list[pa.Table] = []
-        wanted, budget = max_records, max_bytes
+        wanted, budget, covered = max_records, max_bytes, offset
         for segment in files:
+            if segment.min_offset > covered:
+                break  # a hole further on: answer what comes before it (the next fetch, starting there, refreshes)
+            covered = segment.max_offset + 1
             table = self._read_segment(segment, offset)
             if table.num_rows:
                 pieces.append(table.slice(0, wanted))

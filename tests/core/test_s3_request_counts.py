@@ -103,6 +103,7 @@ def test_a_node_follows_another_writers_appends_with_gets_of_the_next_commit(s3_
             assert followed.log_end_offset(p) == 2
             assert followed.read(p, 1, 10).column("value").to_pylist() == [f"second-{p}".encode()]
         assert followed.segments(3) == writer.topic_log("followed").segments(3)
+    assert_topic_intact(root, "followed", s3_proxy.options)
 
 
 def test_a_commit_that_removes_files_is_loaded_through_the_snapshot(s3_proxy) -> None:
@@ -125,3 +126,4 @@ def test_a_commit_that_removes_files_is_loaded_through_the_snapshot(s3_proxy) ->
         assert followed.segments(2) == writer.topic_log("rolled").segments(2)
         assert not any(s.shared for s in followed.segments(2))
         assert followed.read(2, 0, 10).column("value").to_pylist() == [f"{i}-2".encode() for i in range(3)]
+    assert_topic_intact(root, "rolled", s3_proxy.options)
