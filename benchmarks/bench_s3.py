@@ -4,7 +4,8 @@ moto's S3 server in its own process, behind the delaying, counting proxy of test
 presets: 15 ms one way (a 30 ms round trip, like S3 Standard) and 2 ms (4 ms, like S3 Express). Shape:
 one small batch per produce call touching every partition (one record each), linger 5 ms, one call in
 flight; 8 and 64 partitions. moto's own service time (a few ms a request on this machine) comes on top of
-the modelled round trip, so the figures are a little pessimistic for a real store.
+the modelled round trip, so the figures are a little pessimistic for a real store. The heap set up before
+the measured calls is frozen, as the server freezes its own once ready (`server_heap`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 import boto3
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile
+from benchmarks.common import Figure, percentile, server_heap
 from lakelog.platform import Broker, Record
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.settings import Settings
@@ -48,14 +49,15 @@ def bench_produce(endpoint: S3Endpoint, proxy: DelayProxy, partitions: int, samp
         for i in range(WARM_UP_COMMITS):
             broker.produce("bench", _batch(partitions, i))
         latencies, counted, versions = [], [], []
-        for i in range(samples):
-            batch = _batch(partitions, i)
-            with proxy.counter.measure() as requests:
-                start = time.perf_counter()
-                result = broker.produce("bench", batch)
-                latencies.append(time.perf_counter() - start)
-            counted.append(requests)
-            versions.append(result.version)
+        with server_heap():
+            for i in range(samples):
+                batch = _batch(partitions, i)
+                with proxy.counter.measure() as requests:
+                    start = time.perf_counter()
+                    result = broker.produce("bench", batch)
+                    latencies.append(time.perf_counter() - start)
+                counted.append(requests)
+                versions.append(result.version)
     return latencies, counted, versions
 
 
@@ -92,14 +94,15 @@ def bench_produce_to_poll(endpoint: S3Endpoint, samples: int) -> dict[str, list[
         for event in got.values():  # both read the warm-up record, and long-poll for the next
             event.wait(10)
         time.sleep(0.5)
-        for i in range(samples):
-            for event in got.values():
-                event.clear()
-            value = f"e2e-{i}".encode()
-            sent[value] = time.perf_counter()
-            producer.produce("e2e", [Record(value, partition=0)])
-            for event in got.values():
-                event.wait(10)
+        with server_heap():
+            for i in range(samples):
+                for event in got.values():
+                    event.clear()
+                value = f"e2e-{i}".encode()
+                sent[value] = time.perf_counter()
+                producer.produce("e2e", [Record(value, partition=0)])
+                for event in got.values():
+                    event.wait(10)
         stop.set()
         for thread in threads:
             thread.join(5)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from lakelog.platform.clock import to_ms
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SegmentFile:
     path: str  # relative to the table root
     partition: int

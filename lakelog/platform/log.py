@@ -879,7 +879,7 @@ class TopicLog:
                 source = pa.BufferReader(self.storage.read_bytes(uri))
             with source:
                 table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path),
-                                             row_groups=segment.row_groups)
+                                             row_groups=segment.row_groups, partition=segment.partition)
                 self._remember_metadata(segment.path, footer)
         except FileNotFoundError:
             # Removed by retention or compaction after we planned: the next fetch sees the new files.
@@ -897,7 +897,7 @@ class TopicLog:
         """A segment's records (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's
         types."""
         with self.storage.open_input(f"{self.uri}/{segment.path}") as source:
-            return read_file(source, columns, segment.row_groups)
+            return read_file(source, columns, segment.row_groups, segment.partition)
 
     def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
         """A producer's records in the log (partition, offset, timestamp, producer_id, producer_epoch,
