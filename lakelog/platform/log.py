@@ -227,12 +227,12 @@ class TopicLog:
         and loading the snapshot through delta-rs more still. Any other commit (removes, a schema change),
         a stale snapshot, or `full` load the snapshot; `full` also rebuilds the index from it whether or
         not the version moved (callers that commit through delta-rs, or that doubt the index)."""
+        if not full:
+            followed = self._follow()
+            if followed is not None:
+                return followed
         with self._lock:
             started = time.monotonic()
-            if not full and started - self._synced_at <= SNAPSHOT_MAX_AGE_S:
-                followed = self._follow(started)
-                if followed is not None:
-                    return followed
             self._catch_up()
             self._last_refresh = self._synced_at = started
             changed = self._dt.version() != self._version
@@ -240,23 +240,36 @@ class TopicLog:
                 self._rebuild_index()
             return changed
 
-    def _follow(self, started: float) -> bool | None:
+    def _follow(self) -> bool | None:
         """Apply the log's next commits while they only append; None when one needs the full load (the
-        commits before it are applied: the index is that of the version reached)."""
+        commits before it are applied: the index is that of the version reached), or the snapshot is stale.
+
+        The GETs run outside the lock, so that a commit on this node never waits a round trip behind a
+        tailing reader's refresh; what was read is applied only if it is still the next version (else
+        this node's own commit took it, and the next one is asked for)."""
         changed = False
         while True:
-            version = self._version + 1
+            started = time.monotonic()
+            with self._lock:
+                if started - self._synced_at > SNAPSHOT_MAX_AGE_S:
+                    return None
+                version = self._version + 1
             try:
-                commit = self.storage.read_bytes(commit_uri(self.uri, version))
+                commit: bytes | None = self.storage.read_bytes(commit_uri(self.uri, version))
             except FileNotFoundError:
-                self._last_refresh = self._synced_at = started
-                return changed
-            append = appended(commit)
+                commit = None
+            append = None if commit is None else appended(commit)
             segments = None if append is None else self._segments_of(append[0], commit_info(commit).get(COMMIT_SLICES))
-            if append is None or segments is None:
-                return None
-            self._apply_commit(version, segments, *append)
-            self._note_producers(committed_producers(commit))
+            with self._lock:
+                if self._version + 1 != version:
+                    continue
+                if commit is None:  # nothing new when it was asked
+                    self._last_refresh = self._synced_at = max(self._synced_at, started)
+                    return changed
+                if append is None or segments is None:
+                    return None
+                self._apply_commit(version, segments, *append)
+                self._note_producers(committed_producers(commit))
             changed = True
 
     def _segments_of(self, adds: list[AddAction], slices: dict[str, list[list]] | None) -> list[SegmentFile] | None:
