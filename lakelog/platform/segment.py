@@ -6,8 +6,8 @@ Two table layouts (`TableLayout`, recorded in the table as its partitioning):
   every file holds one partition's records, without the `partition` column. A flush writes one file
   per partition it touches (in parallel on object storage).
 - *intake* (layout 2, every new table): the table is unpartitioned and every file has a `partition`
-  column. A flush writes one file, whatever the partition count, sorted by partition and offset; its
-  row groups may hold several partitions, and its footer's key-value metadata says where each
+  column. A flush writes one file, whatever the partition count, sorted by partition and offset;
+  partitions with few bytes share row groups, and the footer's key-value metadata says where each
   partition's rows are (its slice). Delta readers prune by the file statistics of `partition` and
   filter by it; lakelog indexes the slices (`slices_of`). Files written before the slices were put in
   the footer gave each partition its own row groups, and are sliced by their row-group statistics. The
@@ -42,8 +42,12 @@ from lakelog.platform.storage import UPLOAD_CONNECTIONS, Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
 ROW_GROUP_ROWS = 16_384
-# In an intake file's footer (key-value metadata): its slices, columnwise, JSON. Its row groups may hold
-# several partitions (one row group per partition cost 0.2 ms each to write: 13 ms of a 64-partition flush).
+# A row group costs about 0.2 ms to write whatever it holds (13 ms for a flush of 64 partitions, a row group
+# each): in an intake file, partitions with fewer bytes than this share row groups up to this size. A reader
+# of one of them reads at most that much more; a partition with more has row groups of its own.
+SHARED_ROW_GROUP_BYTES = 64 * 1024
+# In an intake file's footer (key-value metadata): its slices, columnwise, JSON (row groups may hold several
+# partitions: their statistics cannot tell them apart).
 PACKED_SLICES_KEY = "lakelog.slices"
 PACKED_SLICE_FIELDS = ("partition", "first_row", "num_records", "min_offset", "max_offset", "min_timestamp_ms",
                        "max_timestamp_ms", "min_producer_id", "max_producer_id")
@@ -117,19 +121,19 @@ def write_segment(storage: Storage, table_uri: str, partition: int, records: pa.
     else:
         schema = SEGMENT_FILE_SCHEMA
     relative = layout.file_path(partition, data_file_name())
-    data = _parquet_bytes(records.cast(schema), schema)
+    data = _parquet_bytes([records.cast(schema)], schema)
     storage.write_bytes(f"{table_uri}/{relative}", data)
     return AddAction(relative, data.size, layout.partition_values(partition), now_ms(), True, file_stats(records))
 
 
 def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
     """One file for every partition of the flush, sorted by partition and offset: one PUT whatever the
-    partition count. Its row groups are of ROW_GROUP_ROWS rows and may hold several partitions, so where each
-    partition's rows are (its slice) is written in the footer's key-value metadata (`PACKED_SLICES_KEY`)."""
+    partition count. Small partitions share row groups (`SHARED_ROW_GROUP_BYTES`), so where each partition's
+    rows are (its slice) is written in the footer's key-value metadata (`PACKED_SLICES_KEY`)."""
     relative = data_file_name()
     stored = table.cast(INTAKE_FILE_SCHEMA)
     packed = _packed_slices(stored, runs) if len(runs) > 1 else None
-    data = _parquet_bytes(stored, INTAKE_FILE_SCHEMA, intake=True,
+    data = _parquet_bytes(_row_group_pieces(stored, runs), INTAKE_FILE_SCHEMA, intake=True,
                           key_values=None if packed is None else {PACKED_SLICES_KEY: json.dumps(packed)})
     storage.write_bytes(f"{table_uri}/{relative}", data)
     action = AddAction(relative, data.size, {}, now_ms(), True, file_stats(table))
@@ -137,6 +141,28 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
         return Written([action], [segment_of(action)])
     footer = pq.read_metadata(pa.BufferReader(data))  # a small footer: the slices' sizes come from it
     return Written([action], _slices_of_packed(relative, action.modification_time, footer, packed), footer)
+
+
+def _row_group_pieces(stored: pa.Table, runs: list[tuple[int, int, int]]) -> list[pa.Table]:
+    """The flush cut into the pieces written as row groups: consecutive small runs together until they hold
+    SHARED_ROW_GROUP_BYTES, a larger run on its own (its bytes estimated from the flush's mean record)."""
+    per_row = stored.nbytes / max(stored.num_rows, 1)
+    pieces: list[pa.Table] = []
+    shared_from = None
+    for _, start, end in runs:
+        if (end - start) * per_row >= SHARED_ROW_GROUP_BYTES:
+            if shared_from is not None:
+                pieces.append(stored.slice(shared_from, start - shared_from))
+                shared_from = None
+            pieces.append(stored.slice(start, end - start))
+            continue
+        shared_from = start if shared_from is None else shared_from
+        if (end - shared_from) * per_row >= SHARED_ROW_GROUP_BYTES:
+            pieces.append(stored.slice(shared_from, end - shared_from))
+            shared_from = None
+    if shared_from is not None:
+        pieces.append(stored.slice(shared_from))
+    return pieces
 
 
 def _packed_slices(stored: pa.Table, runs: list[tuple[int, int, int]]) -> dict[str, list]:
@@ -161,15 +187,16 @@ def _packed_slices(stored: pa.Table, runs: list[tuple[int, int, int]]) -> dict[s
     }
 
 
-def _parquet_bytes(table: pa.Table, schema: pa.Schema, intake: bool = False,
+def _parquet_bytes(pieces: list[pa.Table], schema: pa.Schema, intake: bool = False,
                    key_values: dict[str, str] | None = None) -> pa.Buffer:
-    """Intake files (small, rolled later) without dictionaries, and with statistics only of the columns
-    slices and reads use: both cost more than they give there, and the footer (read by every other node)
-    stays small."""
+    """Each piece in row groups of its own, of at most ROW_GROUP_ROWS rows. Intake files (small, rolled
+    later) are written without dictionaries, and with statistics only of the columns slices and reads use:
+    both cost more than they give there, and the footer (read by every other node) stays small."""
     sink = pa.BufferOutputStream()
     options: dict[str, Any] = {"use_dictionary": False, "write_statistics": list(SLICE_STATS)} if intake else {}
     with pq.ParquetWriter(sink, schema, compression="snappy", **options) as writer:
-        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        for piece in pieces:  # each write ends its row groups: pieces never share one
+            writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
         if key_values:
             writer.add_key_value_metadata(key_values)
     return sink.getvalue()
