@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile, rss_mb
+from benchmarks.common import Figure, percentile, rss_mb, server_heap
 from lakelog.platform import Broker, Record
 from lakelog.platform.log import CHECKPOINT_INTERVAL, TOPIC_TABLE_PROPERTIES
 from lakelog.schemas import TOPIC_SCHEMA
@@ -113,7 +113,9 @@ def bench_fetch(broker: Broker, topic: str) -> tuple[float, float]:
 
 
 def bench_latency(work: str, rate: int, seconds: float, batch: int) -> tuple[float, float]:
-    """Open-loop: `rate` records/s offered in calls of `batch` records; latency from submit to ack."""
+    """Open-loop: `rate` records/s offered in calls of `batch` records; latency from submit to ack. The heap
+    set up before is frozen, as the server's is (`server_heap`): this process's start-up (pyarrow, delta-rs,
+    the earlier benchmarks) otherwise makes each full collection a pause of 50-190 ms on this machine."""
     broker = Broker(Settings(root=os.path.join(work, "latency"), linger_ms=5))
     broker.create_topic("lat", PARTITIONS)
     keys, values = _keys_values(batch, seed=3)
@@ -123,23 +125,24 @@ def bench_latency(work: str, rate: int, seconds: float, batch: int) -> tuple[flo
     interval = batch / rate
     calls = int(seconds * rate / batch)
     futures: list[Future] = []
-    start = time.perf_counter()
-    for i in range(calls):
-        due = start + i * interval
-        delay = due - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        sent = time.perf_counter()
-        future = broker.produce_async("lat", records)
+    with server_heap():
+        start = time.perf_counter()
+        for i in range(calls):
+            due = start + i * interval
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            sent = time.perf_counter()
+            future = broker.produce_async("lat", records)
 
-        def done(_: Future, sent: float = sent) -> None:
-            with lock:
-                latencies.append(time.perf_counter() - sent)
+            def done(_: Future, sent: float = sent) -> None:
+                with lock:
+                    latencies.append(time.perf_counter() - sent)
 
-        future.add_done_callback(done)
-        futures.append(future)
-    for future in futures:
-        future.result()
+            future.add_done_callback(done)
+            futures.append(future)
+        for future in futures:
+            future.result()
     broker.close()
     return percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000
 
