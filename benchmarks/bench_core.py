@@ -122,9 +122,9 @@ def bench_latency(work: str, rate: int, seconds: float, batch: int) -> tuple[flo
     records = [Record(v, key=k) for k, v in zip(keys, values)]
     latencies: list[float] = []
     lock = threading.Lock()
+    all_answered = threading.Event()
     interval = batch / rate
     calls = int(seconds * rate / batch)
-    futures: list[Future] = []
     with server_heap():
         start = time.perf_counter()
         for i in range(calls):
@@ -135,14 +135,16 @@ def bench_latency(work: str, rate: int, seconds: float, batch: int) -> tuple[flo
             sent = time.perf_counter()
             future = broker.produce_async("lat", records)
 
-            def done(_: Future, sent: float = sent) -> None:
+            def done(answered: Future, sent: float = sent) -> None:
+                answered.result()  # a failed call fails the benchmark
                 with lock:
                     latencies.append(time.perf_counter() - sent)
+                    if len(latencies) == calls:
+                        all_answered.set()
 
-            future.add_done_callback(done)
-            futures.append(future)
-        for future in futures:
-            future.result()
+            future.add_done_callback(done)  # the answered calls are not kept: the heap stays the server's
+        all_answered.wait(60)
+    assert len(latencies) == calls, f"{calls - len(latencies)} calls not answered"
     broker.close()
     return percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000
 
