@@ -245,8 +245,8 @@ class TopicLog:
         commits before it are applied: the index is that of the version reached), or the snapshot is stale.
 
         The GETs run outside the lock, so that a commit on this node never waits a round trip behind a
-        tailing reader's refresh; what was read is applied only if it is still the next version (else
-        this node's own commit took it, and the next one is asked for)."""
+        tailing reader's refresh; what was read is applied only if it is still the next version (else a
+        commit of this node, or another refresh, took it meanwhile, and the next one is asked for)."""
         changed = False
         while True:
             started = time.monotonic()

@@ -2,7 +2,7 @@
 
 The same options reach delta-rs (snapshots, maintenance commits), obstore (the
 object requests of the produce and fetch paths: data files, commit files,
-small reads) and fsspec/s3fs (listings, deletes, ranged reads through
+small reads, deletes) and fsspec/s3fs (listings, ranged reads through
 pyarrow), so one setting configures all three.
 """
 
@@ -313,8 +313,8 @@ def _s3fs_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _obstore_kwargs(options: Mapping[str, str]) -> dict[str, Any]:
-    """The delta-rs options (object_store's own names) as obstore takes them. Retries are bounded as
-    botocore's are (3 attempts, within 10 s): a writer retries on its own, within its deadline."""
+    """The delta-rs options (object_store's own names) as obstore takes them. Retries are few (2, within
+    10 s; object_store's default is 10 within 3 minutes): a writer retries on its own, within its deadline."""
     config = {name: options[name] for name in ("aws_region", "aws_access_key_id", "aws_secret_access_key",
                                                "aws_session_token") if name in options}
     if "aws_endpoint_url" in options:
