@@ -22,6 +22,8 @@ partition). The log's fetch path, the Spark scan and the maintenance rewrites al
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -228,15 +230,14 @@ def _slices_of_packed(path: str, modification_time_ms: int, footer: pq.FileMetaD
                       packed: dict[str, list]) -> list[SegmentFile]:
     """Each slice names the row groups its rows fall in, and counts its share of their compressed bytes."""
     groups = [footer.row_group(i) for i in range(footer.num_row_groups)]
-    first_rows = np.cumsum([0] + [group.num_rows for group in groups]).tolist()
+    first_rows = list(itertools.accumulate((group.num_rows for group in groups), initial=0))
     sizes = [sum(group.column(j).total_compressed_size for j in range(group.num_columns)) for group in groups]
     slices = []
     for row in zip(*(packed[name] for name in PACKED_SLICE_FIELDS), strict=True):
         fields = dict(zip(PACKED_SLICE_FIELDS, row))
         start = fields.pop("first_row")
         end = start + fields["num_records"]
-        among = range(int(np.searchsorted(first_rows, start, "right")) - 1,
-                      int(np.searchsorted(first_rows, end, "left")))
+        among = range(bisect.bisect_right(first_rows, start) - 1, bisect.bisect_left(first_rows, end))
         size = sum(sizes[i] * (min(end, first_rows[i + 1]) - max(start, first_rows[i])) / groups[i].num_rows
                    for i in among)
         slices.append(SegmentFile(path=path, size_bytes=round(size), modification_time_ms=modification_time_ms,
