@@ -52,10 +52,10 @@ from lakelog.platform.file_stats import holds_several_partitions, segment_of
 from lakelog.platform.index import (
     SegmentFile,
     SegmentIndex,
+    SlicesCache,
     shared_files,
     slices_from_commit,
     slices_from_table,
-    slices_table,
     slices_to_commit,
 )
 from lakelog.platform.layout import TOPIC_SLICES_CACHE, topic_path
@@ -150,6 +150,7 @@ class TopicLog:
         self._index = SegmentIndex()
         self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
         self._slices_cache_read = False
+        self._slices_cache = SlicesCache()  # the rows last saved: each save converts only what is new
         self._checkpoint_state = CheckpointState(keep=4 * CHECKPOINT_INTERVAL)
         self._opened_checkpoint_tried = False
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
@@ -360,11 +361,11 @@ class TopicLog:
     def _save_slices(self) -> None:
         """Off the produce path, at each checkpoint: the slices of the shared files known now."""
         with self._lock:
-            slices = [s for file_slices in self._slices.values() for s in file_slices]
-        if not slices:
+            shared = dict(self._slices)  # each file's list is complete: written under the lock, never changed
+        if not shared:
             return
         sink = pa.BufferOutputStream()
-        pq.write_table(slices_table(slices), sink, compression="snappy")
+        pq.write_table(self._slices_cache.rows(shared), sink, compression="snappy")
         try:
             self.storage.write_bytes(f"{self.uri}/{TOPIC_SLICES_CACHE}", sink.getvalue())
         except STORAGE_ERRORS as exc:
