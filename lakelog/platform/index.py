@@ -154,16 +154,16 @@ class SlicesCache:
     one, not every slice since the last roll (thousands at 64 partitions, all converted in Python)."""
 
     def __init__(self) -> None:
-        self._rows = slices_table([])
-        self._paths: frozenset[str] = frozenset()
+        self._last: tuple[pa.Table, frozenset[str]] = (slices_table([]), frozenset())  # rows, and their files
 
     def rows(self, shared: Mapping[str, Sequence[SegmentFile]]) -> pa.Table:
         """The cache's rows for the shared files now known (each file's slices complete: they never change)."""
-        added = slices_table(s for path, file_slices in shared.items() if path not in self._paths for s in file_slices)
-        still_shared = pc.is_in(self._rows.column("path"), value_set=pa.array(list(shared), pa.string()))
-        self._rows = pa.concat_tables([self._rows.filter(still_shared), added])
-        self._paths = frozenset(shared)
-        return self._rows
+        last_rows, last_paths = self._last
+        added = slices_table(s for path, file_slices in shared.items() if path not in last_paths for s in file_slices)
+        still_shared = pc.is_in(last_rows.column("path"), value_set=pa.array(list(shared), pa.string()))
+        rows = pa.concat_tables([last_rows.filter(still_shared), added])
+        self._last = (rows, frozenset(shared))
+        return rows
 
 
 def slices_from_table(table: pa.Table) -> dict[str, list[SegmentFile]]:
