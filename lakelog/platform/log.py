@@ -20,6 +20,7 @@ import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 import pyarrow as pa
@@ -106,6 +107,9 @@ COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files a
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
 # Footers of files holding several partitions, read when another writer's commit or a restart adds them.
 _FOOTER_READS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-footer-get")
+# The files of one fetch read at once (a consumer catching up reads many; a tailing one, one).
+READ_PARALLELISM = 4
+_SEGMENT_READS = ThreadPoolExecutor(max_workers=4 * READ_PARALLELISM, thread_name_prefix="lakelog-segment-read")
 PARTITION_APP_PREFIX = "lakelog.partition."
 # On object storage a file up to this size is read whole: one round trip, where a ranged read takes three
 # (the size, the footer unless cached, the columns).
@@ -160,6 +164,7 @@ class TopicLog:
         self._synced_at = time.monotonic()  # the snapshot's version was the log's latest then (refresh or commit)
         self._checkpoint_times: list[tuple[float, int]] = []  # (when, version) of this node's checkpoints
         self._metadata: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+        self._metadata_lock = threading.Lock()
         self.tail = TailCache(tail_cache_bytes)
         self._cleaned_below: int | None = None
         self._checkpoints = threading.Condition()  # guards the three fields below, not the log
@@ -846,7 +851,7 @@ class TopicLog:
             return _with_partition(TOPIC_FILE_SCHEMA.empty_table(), partition)
         pieces = self.tail.read(partition, offset, max_records)
         if not pieces:
-            pieces = self._read_files(partition, offset, max_records, max_bytes)
+            pieces = _in_file_schema(self._read_files(partition, offset, max_records, max_bytes))
         table = pa.concat_tables(pieces) if pieces else TOPIC_FILE_SCHEMA.empty_table()
         table = table.slice(0, max_records)
         if max_bytes is not None:
@@ -868,21 +873,27 @@ class TopicLog:
                 files = list(self._index.partition(partition).files_from(offset))
             if files and files[0].min_offset > offset:
                 return []
+        files = _without_holes(files, offset)
         pieces: list[pa.Table] = []
-        wanted, budget, covered = max_records, max_bytes, offset
-        for segment in files:
-            if segment.min_offset > covered:
-                break  # a hole further on: answer what comes before it (the next fetch, starting there, refreshes)
-            covered = segment.max_offset + 1
-            table = self._read_segment(segment, offset)
-            if table.num_rows:
-                pieces.append(table.slice(0, wanted))
-                wanted -= min(table.num_rows, wanted)
-                if budget is not None:
-                    budget -= _payload_bytes(pieces[-1])
-            if wanted <= 0 or (budget is not None and budget <= 0):
-                break
+        wanted, budget = max_records, max_bytes
+        while files and wanted > 0 and (budget is None or budget > 0):
+            wave = _read_wave(files, offset, wanted, budget)
+            files = files[len(wave):]
+            for table in self._read_segments(wave, offset):
+                if table.num_rows:
+                    pieces.append(table.slice(0, wanted))
+                    wanted -= min(table.num_rows, wanted)
+                    if budget is not None:
+                        budget -= _payload_bytes(pieces[-1])
+                if wanted <= 0 or (budget is not None and budget <= 0):
+                    break
         return pieces
+
+    def _read_segments(self, segments: list[SegmentFile], offset: int) -> list[pa.Table]:
+        """Files read at once: a decode releases the GIL, and on object storage each is a round trip. The
+        first is read on the caller's thread, so a fetch goes on however busy the shared pool is."""
+        others = [_SEGMENT_READS.submit(self._read_segment, segment, offset) for segment in segments[1:]]
+        return [self._read_segment(segments[0], offset), *(other.result() for other in others)]
 
     def _read_segment(self, segment: SegmentFile, offset: int) -> pa.Table:
         uri = f"{self.uri}/{segment.path}"
@@ -899,13 +910,14 @@ class TopicLog:
             # Removed by retention or compaction after we planned: the next fetch sees the new files.
             self.refresh()
             return TOPIC_FILE_SCHEMA.empty_table()
-        return table.cast(TOPIC_FILE_SCHEMA) if table.schema != TOPIC_FILE_SCHEMA else table
+        return table
 
     def _remember_metadata(self, path: str, metadata: pq.FileMetaData) -> None:
-        self._metadata[path] = metadata
-        self._metadata.move_to_end(path)
-        while len(self._metadata) > 4096:
-            self._metadata.popitem(last=False)
+        with self._metadata_lock:  # fetches read files from several threads
+            self._metadata[path] = metadata
+            self._metadata.move_to_end(path)
+            while len(self._metadata) > 4096:
+                self._metadata.popitem(last=False)
 
     def read_segment_table(self, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
         """A segment's records (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's
@@ -987,6 +999,38 @@ def _record_bytes(table: pa.Table) -> pa.Array:
         pc.fill_null(pc.binary_length(table.column("key")), 0),
         pc.fill_null(pc.binary_length(table.column("value")), 0),
     )
+
+
+def _in_file_schema(pieces: list[pa.Table]) -> list[pa.Table]:
+    """Pieces read from files, in TOPIC_FILE_SCHEMA's types (files store timestamps in microseconds): each
+    run of one stored schema concatenated and cast once, not file by file."""
+    runs = [pa.concat_tables(list(run)) for _, run in groupby(pieces, key=lambda piece: piece.schema)]
+    return [run if run.schema == TOPIC_FILE_SCHEMA else run.cast(TOPIC_FILE_SCHEMA) for run in runs]
+
+
+def _without_holes(files: list[SegmentFile], offset: int) -> list[SegmentFile]:
+    """The files up to the first hole in their offsets: a fetch answers what comes before it (the next
+    fetch, starting there, refreshes)."""
+    covered = offset
+    for i, segment in enumerate(files):
+        if segment.min_offset > covered:
+            return files[:i]
+        covered = segment.max_offset + 1
+    return files
+
+
+def _read_wave(files: list[SegmentFile], offset: int, wanted: int, budget: int | None) -> list[SegmentFile]:
+    """The next files a fetch reads at once: as many as their statistics say it still wants (records by
+    offset span, bytes by file size), at most READ_PARALLELISM; so a tailing read reads one file."""
+    wave: list[SegmentFile] = []
+    records = size = 0
+    for segment in files[:READ_PARALLELISM]:
+        wave.append(segment)
+        records += segment.max_offset + 1 - max(offset, segment.min_offset)
+        size += segment.size_bytes
+        if records >= wanted or (budget is not None and size >= budget):
+            break
+    return wave
 
 
 def _payload_bytes(table: pa.Table) -> int:

@@ -324,10 +324,11 @@ def read_file(source: Any, columns: list[str] | None = None, row_groups: Sequenc
 def _read_row_groups(parquet: pq.ParquetFile, groups: Sequence[int], columns: list[str] | None,
                      partition: int | None) -> pa.Table:
     """Row groups of a file, cut to `partition`'s rows when given (a row group may hold several)."""
+    # One thread per read: a slice's row groups are small, and a fetch reads several files at once.
     if partition is None:
-        return _without_partition(parquet.read_row_groups(list(groups), columns=columns))
+        return _without_partition(parquet.read_row_groups(list(groups), columns=columns, use_threads=False))
     wanted = None if columns is None else [*dict.fromkeys([*columns, "partition"])]
-    table = parquet.read_row_groups(list(groups), columns=wanted)
+    table = parquet.read_row_groups(list(groups), columns=wanted, use_threads=False)
     ours = pc.equal(table.column("partition"), partition)
     return _without_partition(table if pc.all(ours).as_py() else table.filter(ours))
 
