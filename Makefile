@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ROOT ?= ./data
 
-.PHONY: run test bench demo install clean
+.PHONY: run test test-repeat bench demo install clean
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV) (pinned dependencies from pyproject.toml; log in $(VENV)/install.log)"
@@ -31,9 +31,19 @@ TEST_WORKERS ?= -n 2 --dist loadgroup
 test: $(STAMP)
 	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
 		>/dev/null 2>&1 || echo "chromium (Debian package) is not installed: the web console test is skipped"
+	@failed=""; \
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(TEST_WORKERS) \
-		--ignore=tests/cluster $(PYTEST_ARGS)
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider tests/cluster $(PYTEST_ARGS)
+		--ignore=tests/cluster $(PYTEST_ARGS) || failed="$$failed the-parallel-part"; \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider tests/cluster \
+		$(PYTEST_ARGS) || failed="$$failed tests/cluster"; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi
+
+# The cluster, chaos and concurrency tests REPEAT times in a row, stopping at the first red run; HOG=1 keeps
+# one core busy beside them (a loaded machine). `make test-repeat REPEAT=3 HOG=1`.
+REPEAT ?= 3
+HOG ?= 0
+test-repeat: $(STAMP)
+	@PYSPARK_PYTHON=$(abspath $(BIN)/python) REPEAT=$(REPEAT) HOG=$(HOG) bash scripts/test_repeat.sh $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@command -v hey >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq hey) >/dev/null 2>&1 || \

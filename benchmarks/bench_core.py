@@ -21,6 +21,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, percentile, rss_mb, server_heap
 from lakelog.platform import Broker, Record
+from lakelog.platform.catalog import MAX_PARTITIONS
 from lakelog.platform.log import CHECKPOINT_INTERVAL, TOPIC_TABLE_PROPERTIES
 from lakelog.schemas import TOPIC_SCHEMA
 from lakelog.settings import Settings
@@ -198,6 +199,16 @@ def bench_reopen(work: str, commits: int) -> tuple[float, int]:
     return elapsed, sum(ends)
 
 
+def bench_largest_create(work: str) -> float:
+    """Create a topic of the most partitions a topic may have (a local folder), in seconds."""
+    broker = Broker(Settings(root=os.path.join(work, "largest")))
+    start = time.perf_counter()
+    broker.create_topic("largest", MAX_PARTITIONS)
+    elapsed = time.perf_counter() - start
+    broker.close()
+    return elapsed
+
+
 def run(console: Console, quick: bool = False) -> list[Figure]:
     figures: list[Figure] = []
     work = tempfile.mkdtemp(prefix="lakelog-bench-")
@@ -243,6 +254,10 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         elapsed, total = bench_reopen(work, commits)
         figures.append(Figure(SUITE, f"reopen 64-partition topic after {commits:,} commits", elapsed, "s",
                               "<= 2 s", elapsed <= 2, note=f"{total:,} records"))
+        console.log(f"core: create a topic of {MAX_PARTITIONS:,} partitions")
+        created_s = bench_largest_create(work)
+        figures.append(Figure(SUITE, f"create a {MAX_PARTITIONS:,}-partition topic (local folder)", created_s, "s",
+                              "<= 1 s", created_s <= 1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return figures

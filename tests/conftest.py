@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
+from tests.patience import STUCK_S
+
 if TYPE_CHECKING:
     from s3_latency import CounterView, DelayProxy
 
@@ -106,7 +108,7 @@ def start_moto(port: int) -> subprocess.Popen:
     """moto's server mode in its own process: delta-rs calls that hold the GIL cannot stall it."""
     proc = subprocess.Popen([sys.executable, "-c", MOTO_SERVER, str(port)], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STUCK_S
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):

@@ -11,6 +11,7 @@ import errno
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -19,6 +20,7 @@ from deltalake import write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 
+from lakelog.platform.backoff import backoff_s
 from lakelog.platform.clock import now_ms, to_ms
 from lakelog.platform.control_table import control_table_exists, latest_rows, open_control_table, reread_if_changed
 from lakelog.platform.errors import (
@@ -39,7 +41,9 @@ from lakelog.schemas import CATALOG_SCHEMA
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
-CATALOG_CHANGE_ATTEMPTS = 20  # re-read and re-validate this often when other nodes change the catalog
+# Re-read and re-validate this often when other nodes change the catalog, with a jittered wait between
+# attempts (about 25 s at most): without it, a node slower than its peers lost every attempt.
+CATALOG_CHANGE_ATTEMPTS = 60
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,9 @@ class Catalog:
         """Compare-and-set on the topic's row: read, validate and commit under this node's lock, and against
         other processes through `SetTransaction("lakelog.topic.<name>", revision)`: a concurrent change of
         the same topic makes the commit fail in delta-rs, and the change is validated again."""
-        for _ in range(CATALOG_CHANGE_ATTEMPTS):
+        for attempt in range(CATALOG_CHANGE_ATTEMPTS):
+            if attempt:
+                time.sleep(backoff_s(attempt - 1))  # outside the lock: this node's other changes go on
             with self._lock:
                 self.refresh()
                 current = self._topics.get(name)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from tests.http.conftest import ThreadServer as Server
 from log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 from lakelog.client import (
     OFFSET_BEGINNING,
@@ -175,7 +176,7 @@ def test_three_consumers_rebalance(start_server: Callable[..., Server]) -> None:
     for thread in threads:
         thread.start()
         time.sleep(0.5)  # members join one by one while records flow: two rebalances
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STUCK_S
     while sum(map(len, seen)) < total and time.monotonic() < deadline and not errors:
         time.sleep(0.1)
     sender.join(30)
@@ -221,7 +222,7 @@ def test_consumer_survives_server_restart(start_server: Callable[..., Server], t
         start_server(root, server.port)
         restarted.set()
 
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + STUCK_S
     while len(values) < 120 and time.monotonic() < deadline:
         message = consumer.poll(0.5)
         if message is None:
@@ -324,7 +325,7 @@ def test_eager_rebalance_with_a_pattern_subscription(start_server: Callable[...,
     first.subscribe(["^clicks-.*"], on_assign=log(1, "assign"), on_revoke=log(1, "revoke"))
     got = consume(first, 50)
     second.subscribe(["^clicks-.*"], on_assign=log(2, "assign"), on_revoke=log(2, "revoke"))
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + STUCK_S
     while len({int(m.value()) for m in got}) < 200 and time.monotonic() < deadline:
         got.extend(first.consume(100, 0.2))
         got.extend(second.consume(100, 0.2))

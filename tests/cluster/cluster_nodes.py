@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import httpx
 
 from tests.http.conftest import ProcessServer, free_port
+from tests.patience import STUCK_S
+
+T = TypeVar("T")
 
 HEARTBEAT_MS, SESSION_MS = 300, 2500
 CLUSTER_ENV = {"LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS": str(HEARTBEAT_MS),
@@ -25,10 +28,17 @@ class Node(ProcessServer):
 
 
 def wait_until(predicate: Any, timeout_s: float, what: str | Any) -> None:
+    wait_for(predicate, what, timeout_s)
+
+
+def wait_for(observe: Callable[[], T | None], what: str | Callable[[], str], timeout_s: float = STUCK_S) -> T:
+    """The first observation that is neither None nor false. The caller asserts on that observation, not on
+    a second look: between two looks the cluster may move on."""
     deadline = time.monotonic() + timeout_s
-    while not predicate():
+    while not (seen := observe()):
         assert time.monotonic() < deadline, f"timed out waiting for {what if isinstance(what, str) else what()}"
         time.sleep(0.1)
+    return seen
 
 
 def views(nodes: list[Node]) -> list[Any]:

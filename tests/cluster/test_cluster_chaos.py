@@ -23,7 +23,8 @@ import pytest
 from lakelog.client import Consumer
 from log_check import assert_topic_intact
 from tests.conftest import s3_env
-from tests.cluster.cluster_nodes import SESSION_MS, Node, settled, views, wait_until
+from tests.cluster.cluster_nodes import SESSION_MS, Node, settled, views, wait_for, wait_until
+from tests.patience import STUCK_S
 
 pytestmark = pytest.mark.slow
 TOPICS = {"orders": 6, "clicks": 4}
@@ -221,35 +222,33 @@ def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -
     try:
         load = Load(nodes, pause_s)
         load.start()
-        wait_until(lambda: len(load.acked) > step and len(load.consumed) > step // 5, 90,
+        wait_until(lambda: len(load.acked) > step and len(load.consumed) > step // 5, STUCK_S,
                    lambda: f"the load to get going ({len(load.acked)} acknowledged, {len(load.consumed)} consumed, "
                            f"errors: {load.errors[:2]})")
 
         killed, paused, live = nodes[0], nodes[1], nodes[1:]
         killed.kill()
         acked_at_kill = len(load.acked)
-        wait_until(lambda: len(load.acked) > acked_at_kill + step, 60, "the load to go on without the killed node")
+        wait_until(lambda: len(load.acked) > acked_at_kill + step, STUCK_S, "the load to go on without the killed node")
 
         paused.signal(signal.SIGSTOP)
         time.sleep(SESSION_MS / 1000 * 2)  # out of the cluster
         acked_while_paused = len(load.acked)
-        wait_until(lambda: len(load.acked) > acked_while_paused + step // 3, 60, "the load to go on while a node is paused")
+        wait_until(lambda: len(load.acked) > acked_while_paused + step // 3, STUCK_S, "the load to go on while a node is paused")
         paused.signal(signal.SIGCONT)
-        wait_until(lambda: settled(live) is not None, 30, lambda: f"the paused node to rejoin: {cluster_views(live)}")
+        wait_until(lambda: settled(live) is not None, STUCK_S, lambda: f"the paused node to rejoin: {cluster_views(live)}")
         acked_after = len(load.acked)
-        wait_until(lambda: len(load.acked) > acked_after + step // 3, 60, "the load to go on after the pause")
+        wait_until(lambda: len(load.acked) > acked_after + step // 3, STUCK_S, "the load to go on after the pause")
 
         load.finish()
 
-        wait_until(lambda: settled(live) is not None, 30, lambda: f"the live nodes to agree: {views(live)}")
-        cluster = settled(live)
-        assert cluster is not None
+        cluster = wait_for(lambda: settled(live), lambda: f"the live nodes to agree: {views(live)}")
         assert set(cluster["topics"].values()) <= {n.name for n in live}
         assert set(cluster["groups"].values()) <= {n.name for n in live}
         described: list[httpx.Response] = []
         # A node taking the group over answers a retriable NOT_COORDINATOR for two heartbeats.
-        wait_until(lambda: described.append(httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=10)) or
-                   described[-1].status_code == 200, 30, lambda: described[-1].text)
+        wait_until(lambda: described.append(httpx.get(live[0].url + f"/v1/groups/{GROUP}", timeout=STUCK_S)) or
+                   described[-1].status_code == 200, STUCK_S, lambda: described[-1].text)
         offsets = described[-1].json()["offsets"]
         assert sum(row["lag"] for row in offsets) == 0, offsets
     finally:
@@ -264,17 +263,17 @@ def run_rolling_restart(root: str, env: dict[str, str], step: int) -> None:
     try:
         load = Load(nodes, 0.0)
         load.start()
-        wait_until(lambda: len(load.acked) > step and len(load.consumed) > step // 5, 90, "the load to get going")
+        wait_until(lambda: len(load.acked) > step and len(load.consumed) > step // 5, STUCK_S, "the load to get going")
         for node in nodes:
             node.terminate()
             acked = len(load.acked)
-            wait_until(lambda: len(load.acked) > acked + step // 3, 60, f"the load to go on without {node.name}")
+            wait_until(lambda: len(load.acked) > acked + step // 3, STUCK_S, f"the load to go on without {node.name}")
             node.start()
-            wait_until(lambda: settled(nodes) is not None, 30, lambda: f"{node.name} to rejoin: {views(nodes)}")
+            wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: f"{node.name} to rejoin: {views(nodes)}")
         acked = len(load.acked)
-        wait_until(lambda: len(load.acked) > acked + step // 3, 60, "the load to go on after the restarts")
+        wait_until(lambda: len(load.acked) > acked + step // 3, STUCK_S, "the load to go on after the restarts")
         load.finish()  # clients saw retriable errors only: a plain producer asserts it on every answer
-        assert settled(nodes) is not None
+        wait_for(lambda: settled(nodes), lambda: f"the nodes to agree after the restarts: {views(nodes)}")
     finally:
         stop_cluster(nodes, load)
     check_outcome(load, root, env, retried_idempotent=False)
@@ -338,10 +337,10 @@ def start_cluster(root: str, env: dict[str, str]) -> list[Node]:
     nodes = [Node(root, f"n{i}", env) for i in range(3)]
     for node in nodes:
         node.start()
-    with httpx.Client(base_url=nodes[0].url, timeout=30) as admin:
+    with httpx.Client(base_url=nodes[0].url, timeout=STUCK_S) as admin:
         for topic, partitions in TOPICS.items():
             assert admin.post("/v1/topics", json={"name": topic, "partitions": partitions}).status_code == 201
-    wait_until(lambda: settled(nodes) is not None, 20, "three nodes to see each other")
+    wait_until(lambda: settled(nodes) is not None, STUCK_S, "three nodes to see each other")
     return nodes
 
 

@@ -16,6 +16,7 @@ from log_check import assert_topic_intact
 from s3_latency import DelayProxy
 from tests.cluster.cluster_nodes import SESSION_MS, Node, wait_until
 from tests.conftest import s3_env
+from tests.patience import STUCK_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 TOPICS = [f"t{i}" for i in range(6)]
@@ -31,7 +32,7 @@ def live_nodes(node: Node) -> list[str] | None:
 
 def produce(node: Node, topic: str, value: str) -> httpx.Response:
     return httpx.post(f"{node.url}/v1/topics/{topic}/records", params={"timeout_ms": 3000},
-                      json={"records": [{"key": value, "value": value}]}, timeout=15)
+                      json={"records": [{"key": value, "value": value}]}, timeout=STUCK_S)
 
 
 def test_a_node_that_loses_the_store_drops_out_and_rejoins_when_it_is_back(moto_endpoint: str) -> None:
@@ -44,9 +45,9 @@ def test_a_node_that_loses_the_store_drops_out_and_rejoins_when_it_is_back(moto_
         for node in (cut, steady):
             node.start()
         for topic in TOPICS:
-            assert httpx.post(steady.url + "/v1/topics", json={"name": topic, "partitions": 2}).status_code == 201
-        wait_until(lambda: live_nodes(steady) == ["cut", "steady"] == live_nodes(cut), 20, "both nodes")
-        leaders = httpx.get(steady.url + "/v1/cluster").json()["topics"]
+            assert httpx.post(steady.url + "/v1/topics", json={"name": topic, "partitions": 2}, timeout=STUCK_S).status_code == 201
+        wait_until(lambda: live_nodes(steady) == ["cut", "steady"] == live_nodes(cut), STUCK_S, "both nodes")
+        leaders = httpx.get(steady.url + "/v1/cluster", timeout=STUCK_S).json()["topics"]
         assert set(leaders.values()) == {"cut", "steady"}  # each leads some topics: the test moves them
         for topic in TOPICS:  # both nodes serve every topic before the cut
             for node in (cut, steady):
@@ -60,12 +61,12 @@ def test_a_node_that_loses_the_store_drops_out_and_rejoins_when_it_is_back(moto_
             assert response.status_code == 200, response.text
             acked[topic].add(f"{topic}-while-cut")
         answers = [produce(cut, TOPICS[0], "through-the-cut-node"),
-                   httpx.post(cut.url + "/v1/groups/g/members", json={"topics": TOPICS}, timeout=15)]
+                   httpx.post(cut.url + "/v1/groups/g/members", json={"topics": TOPICS}, timeout=STUCK_S)]
         for answer in answers:  # refused, retriably: a client goes to another node
             assert answer.status_code == 503 and answer.json()["retriable"], answer.text
 
         proxy.delay = 0.0
-        wait_until(lambda: live_nodes(steady) == ["cut", "steady"] == live_nodes(cut), 60, "the node to rejoin")
+        wait_until(lambda: live_nodes(steady) == ["cut", "steady"] == live_nodes(cut), STUCK_S, "the node to rejoin")
         for topic in TOPICS:
             for node in (cut, steady):
                 response = produce(node, topic, f"{topic}-after-{node.name}")

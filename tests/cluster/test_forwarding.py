@@ -8,6 +8,7 @@ from typing import Callable
 
 from log_check import assert_topic_intact
 from tests.cluster.cluster_nodes import wait_until
+from tests.patience import STUCK_S
 from tests.http.conftest import ThreadServer
 
 FAST = {"broker_heartbeat_interval_ms": 200, "broker_session_timeout_ms": 2000}
@@ -18,7 +19,7 @@ def pair(start_server: Callable[..., ThreadServer], **overrides: object) -> tupl
     a = start_server(node_id="a", cluster_secret=secrets[0], **FAST, **overrides)  # type: ignore[index]
     b = start_server(node_id="b", cluster_secret=secrets[1], **FAST, **overrides)  # type: ignore[index]
     with a.client() as c:
-        wait_until(lambda: len(c.get("/v1/cluster").json()["nodes"]) == 2, 10, "two nodes")
+        wait_until(lambda: len(c.get("/v1/cluster").json()["nodes"]) == 2, STUCK_S, "two nodes")
     return a, b
 
 

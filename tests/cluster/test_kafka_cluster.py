@@ -11,6 +11,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from tests.cluster.cluster_nodes import Node, settled, views, wait_until
+from tests.patience import STUCK_S
 from tests.log_check import assert_topic_intact
 
 
@@ -20,10 +21,10 @@ def test_metadata_leaders_and_a_group_across_two_nodes(tmp_path: Path) -> None:
     try:
         for node in nodes:
             node.start()
-        wait_until(lambda: settled(nodes) is not None, 20, lambda: views(nodes))
+        wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: views(nodes))
         for i in range(8):
-            httpx.post(nodes[0].url + "/v1/topics", json={"name": f"t{i}", "partitions": 2}).raise_for_status()
-        wait_until(lambda: len((settled(nodes) or {}).get("topics", {})) == 8, 20, lambda: views(nodes))
+            httpx.post(nodes[0].url + "/v1/topics", json={"name": f"t{i}", "partitions": 2}, timeout=STUCK_S).raise_for_status()
+        wait_until(lambda: len((settled(nodes) or {}).get("topics", {})) == 8, STUCK_S, lambda: views(nodes))
         leaders = settled(nodes)["topics"]  # type: ignore[index]
         port_of = {node.name: int(node.bootstrap.rsplit(":", 1)[1]) for node in nodes}
         assert set(leaders.values()) == {"n1", "n2"}  # rendezvous spreads 8 topics over both
@@ -46,13 +47,13 @@ def test_metadata_leaders_and_a_group_across_two_nodes(tmp_path: Path) -> None:
         consumer = KafkaConsumer(*[f"t{i}" for i in range(8)], bootstrap_servers=nodes[1].bootstrap,
                                  group_id="readers", auto_offset_reset="earliest", enable_auto_commit=False)
         got = []
-        wait_until(lambda: got.extend(r for rs in consumer.poll(500).values() for r in rs) or len(got) >= 80, 30,
+        wait_until(lambda: got.extend(r for rs in consumer.poll(500).values() for r in rs) or len(got) >= 80, STUCK_S,
                    lambda: f"{len(got)} of 80 records")
         consumer.commit()
         consumer.close()
         assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(80))
         for node in nodes:  # answered by the coordinator, relayed by the other
-            offsets = httpx.get(node.url + "/v1/groups/readers", timeout=10).json()["offsets"]
+            offsets = httpx.get(node.url + "/v1/groups/readers", timeout=STUCK_S).json()["offsets"]
             assert sum(o["offset"] for o in offsets) == 80
         for i in range(8):
             assert_topic_intact(root, f"t{i}")

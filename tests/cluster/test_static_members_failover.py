@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from lakelog.client import Consumer
-from tests.cluster.cluster_nodes import Node, settled, wait_until
+from tests.cluster.cluster_nodes import Node, settled, wait_for, wait_until
+from tests.patience import STUCK_S
 
 pytestmark = pytest.mark.slow
 GROUP, TOPIC = "statics", "events"
@@ -56,8 +57,8 @@ def test_static_members_keep_their_assignment_when_the_coordinator_dies(tmp_path
     try:
         for node in nodes:
             node.start()
-        wait_until(lambda: settled(nodes) is not None, 20, "three nodes")
-        assert httpx.post(nodes[0].url + "/v1/topics", json={"name": TOPIC, "partitions": 6}).status_code == 201
+        wait_until(lambda: settled(nodes) is not None, STUCK_S, "three nodes")
+        assert httpx.post(nodes[0].url + "/v1/topics", json={"name": TOPIC, "partitions": 6}, timeout=STUCK_S).status_code == 201
         urls = [n.url for n in nodes]
 
         def run(i: int) -> None:
@@ -70,16 +71,16 @@ def test_static_members_keep_their_assignment_when_the_coordinator_dies(tmp_path
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(3)]
         for thread in threads:
             thread.start()
-        wait_until(lambda: assignment_by_instance(nodes[0]) is not None, 60, "a stable group of three")
+        wait_until(lambda: assignment_by_instance(nodes[0]) is not None, STUCK_S, "a stable group of three")
         before = assignment_by_instance(nodes[0])
 
         coordinator = next(n for n in nodes if n.name == coordinator_of(nodes))
         survivors = [n for n in nodes if n is not coordinator]
         coordinator.kill()
-        wait_until(lambda: settled(survivors) is not None and assignment_by_instance(survivors[0]) is not None,
-                   60, lambda: f"the group on a survivor: {described(survivors[0])}")
+        after = wait_for(lambda: settled(survivors) and assignment_by_instance(survivors[0]),
+                         lambda: f"the group on a survivor: {described(survivors[0])}")
+        assert after == before
         assert coordinator_of(survivors) in {n.name for n in survivors}
-        assert assignment_by_instance(survivors[0]) == before
     finally:
         stop.set()
         for thread in threads:

@@ -11,6 +11,7 @@ import pytest
 from lakelog.platform import Broker, Record
 from lakelog.platform.errors import InvalidPartitions, LakelogError, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.platform.log import TopicLog
+from lakelog.settings import Settings
 from log_check import assert_topic_intact
 from together import run_together
 
@@ -125,3 +126,36 @@ def test_an_empty_table_left_by_another_creator_is_reused(local_broker: Broker) 
     TopicLog.create_table(local_broker.storage, "t")  # another node's create, before its catalog commit
     assert local_broker.create_topic("t", 2).partitions == 2
     assert local_broker.produce("t", [Record(b"a", partition=1)]).offsets.tolist() == [0]
+
+
+@pytest.mark.slow
+def test_eight_nodes_changing_one_topic_at_once_all_apply(tmp_path) -> None:
+    """A node that loses the compare-and-set tries again after a jittered wait: without it, under this much
+    contention some node lost every one of its attempts and answered INVALID_REQUEST."""
+    root = str(tmp_path / "data")
+    nodes = [Broker(Settings(root=root)) for _ in range(8)]
+    nodes[0].create_topic("x", 1)
+    barrier = threading.Barrier(len(nodes))
+
+    def alter_ten_times(node: int) -> list[str]:
+        barrier.wait()
+        outcomes = []
+        for change in range(10):
+            try:
+                nodes[node].alter_topic_config("x", {"retention.ms": 1000 + node * 100 + change})
+                outcomes.append("ok")
+            except LakelogError as exc:
+                outcomes.append(exc.code)
+        return outcomes
+
+    try:
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            outcomes = list(pool.map(alter_ten_times, range(len(nodes))))
+        assert outcomes == [["ok"] * 10] * len(nodes)
+        final = Broker(Settings(root=root))
+        # The last change to commit is some node's tenth.
+        assert final.topic("x").config.retention_ms in {1000 + node * 100 + 9 for node in range(len(nodes))}
+        final.close()
+    finally:
+        for node in nodes:
+            node.close()

@@ -20,6 +20,7 @@ import uvicorn
 from lakelog.ingest_api import create_app
 from lakelog.settings import Settings
 from tests.conftest import free_port  # noqa: F401  (re-exported: tests import it from here)
+from tests.patience import STUCK_S
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_DEFAULTS: dict[str, Any] = {
@@ -60,7 +61,7 @@ class ThreadServer:
 
     def start(self) -> "ThreadServer":
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STUCK_S
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the test server did not start")
@@ -72,7 +73,7 @@ class ThreadServer:
         self.thread.join(30)
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+        return httpx.Client(base_url=self.url, **{"timeout": STUCK_S, **kwargs})
 
     def settle(self) -> None:
         """Wait until every produce the server accepted so far is committed (acks=0 answers before that)."""
@@ -106,7 +107,7 @@ class ProcessServer:
             [sys.executable, "-m", "lakelog.cli", "--root", self.root, "serve", "--port", str(self.port)],
             cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log_file,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STUCK_S
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log_tail()}")
@@ -139,7 +140,7 @@ class ProcessServer:
                 self.proc.wait(10)
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+        return httpx.Client(base_url=self.url, **{"timeout": STUCK_S, **kwargs})
 
 
 def make_settings(root: Path | str, **overrides: Any) -> Settings:

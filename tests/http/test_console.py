@@ -18,6 +18,7 @@ import pytest
 from lakelog.platform.job_runs import JobRun, record_runs
 from lakelog.platform.storage import Storage
 from tests.http.conftest import ThreadServer
+from tests.patience import STUCK_S
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -86,8 +87,8 @@ def plotted(driver: object, chart_id: str) -> tuple[int, int, int]:
 
 def sampled(server: ThreadServer, path: str, samples: int) -> None:
     """Wait until the server's history at `path` holds this many samples."""
-    deadline = time.monotonic() + 15
-    while len(httpx.get(server.url + path, headers=ADMIN).json()["times_ms"]) < samples:
+    deadline = time.monotonic() + STUCK_S
+    while len(httpx.get(server.url + path, headers=ADMIN, timeout=STUCK_S).json()["times_ms"]) < samples:
         assert time.monotonic() < deadline, f"{path}: fewer than {samples} samples"
         time.sleep(0.1)
 
@@ -122,8 +123,8 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
         start_server: Callable[..., ThreadServer], browser: object, tmp_path: Path) -> None:
     server = start_server(api_keys_json=json.dumps(KEYS), history_interval_s=0.2)  # plots with a past, fast
     seed(server)
-    assert httpx.get(server.url + "/ui", follow_redirects=True).status_code == 200
-    assert httpx.get(server.url + "/ui/console.js").headers["content-type"].startswith(
+    assert httpx.get(server.url + "/ui", follow_redirects=True, timeout=STUCK_S).status_code == 200
+    assert httpx.get(server.url + "/ui/console.js", timeout=STUCK_S).headers["content-type"].startswith(
         ("application/javascript", "text/javascript"))
     driver = browser
 
@@ -199,7 +200,8 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     # jobs: the last runs (newest first) and the nodes; alice may not describe the cluster: nodes only
     driver.get(server.url + "/ui/#/jobs")  # type: ignore[attr-defined]
     wait_for(driver, lambda: "Not allowed" in text_of(driver, "jobs-note"), "alice's refused job runs")
-    assert [r[0] for r in rows(driver, "nodes")] == [httpx.get(server.url + "/v1/cluster", headers=ADMIN).json()["node"]]
+    node = httpx.get(server.url + "/v1/cluster", headers=ADMIN, timeout=STUCK_S).json()["node"]
+    assert [r[0] for r in rows(driver, "nodes")] == [node]
     enter_key(driver, "admin-secret")
     runs = wait_for(driver, lambda: len(rows(driver, "job-runs")) == 2 and rows(driver, "job-runs"), "the job runs")
     assert [(r[0], r[2], r[3], r[4], r[5], r[6], r[8]) for r in runs] == [  # type: ignore[union-attr]

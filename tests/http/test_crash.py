@@ -13,6 +13,7 @@ import pytest
 from log_check import assert_root_intact
 from tests.conftest import s3_env
 from tests.http.conftest import ProcessServer, fetch_all
+from tests.patience import STUCK_S
 
 pytestmark = pytest.mark.slow
 TOPIC = "crash"
@@ -89,7 +90,7 @@ def run_crash(root: str, env: dict[str, str], load_seconds: float) -> None:
             assert c.post("/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}).status_code == 201
         load = Load(server.url)
         load.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STUCK_S
         while len(load.acked) < 2000 or not load.committed:
             assert time.monotonic() < deadline, "the load did not get going"
             time.sleep(0.05)

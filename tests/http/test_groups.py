@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.http.conftest import create_topic, end_offsets
+from tests.patience import STUCK_S
 
 
 class Member:
@@ -100,10 +101,10 @@ def test_three_members_six_partitions_failover_at_least_once(shared_server, topi
     threads = {n: threading.Thread(target=consume, args=(n,)) for n in stop}
     for t in threads.values():
         t.start()
-    wait_until(lambda: len(members) == 3, 10, "members did not join")
+    wait_until(lambda: len(members) == 3, STUCK_S, "members did not join")
     with shared_server.client() as admin:
         wait_until(lambda: sum(len(m["assignment"]) for m in admin.get(f"/v1/groups/{group}").json()["members"])
-                   == 6 and len(admin.get(f"/v1/groups/{group}").json()["members"]) == 3, 10, "no assignment")
+                   == 6 and len(admin.get(f"/v1/groups/{group}").json()["members"]) == 3, STUCK_S, "no assignment")
         time.sleep(0.3)
         stop["c"].set()  # c stops heartbeating (and everything else) without leaving
         threads["c"].join()
@@ -117,7 +118,7 @@ def test_three_members_six_partitions_failover_at_least_once(shared_server, topi
         wait_until(survivors_own_everything, 1.5 + 2.0, "c's partitions did not move within the session timeout")
         moved_after = time.monotonic() - gone
         ends = end_offsets(admin, topic_name)
-        wait_until(lambda: committed(admin, group) == {(topic_name, p): e for p, e in enumerate(ends)}, 30,
+        wait_until(lambda: committed(admin, group) == {(topic_name, p): e for p, e in enumerate(ends)}, STUCK_S,
                    "the survivors did not commit up to the log end")
     stop["a"].set()
     stop["b"].set()
@@ -212,7 +213,7 @@ def test_initial_rebalance_delay_lets_the_group_fill(start_server, topic_name: s
         a = Member(c, group, topics=[topic_name])
         assert a.heartbeat()["assignment"] == [] and a.heartbeat()["state"] == "PreparingRebalance"
         b = Member(c, group, topics=[topic_name])
-        wait_until(lambda: len(a.assignment()) == 2, 5, "no assignment after the delay")
+        wait_until(lambda: len(a.assignment()) == 2, STUCK_S, "no assignment after the delay")
         assert len(b.assignment()) == 2 and a.generation == b.generation == 1  # one assignment, no rebalance
 
 

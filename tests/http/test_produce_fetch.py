@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tests.http.conftest import create_topic, end_offsets, fetch_all
+from tests.patience import STUCK_S
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -118,7 +119,7 @@ def test_acks_levels(client: httpx.Client, topic_name: str) -> None:
     response = produce(client, topic_name, {"records": [{"value": "acks-0"}]}, acks="0")
     assert response.status_code == 200
     assert response.json()["offsets"][0]["offset"] == -1  # not known when answered, as in Kafka
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + STUCK_S
     while [r["value"] for r in fetch_all(client, topic_name, 0)][-1:] != ["acks-0"]:
         assert time.monotonic() < deadline, "the acks=0 record never appeared"
         time.sleep(0.05)

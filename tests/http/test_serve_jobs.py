@@ -13,6 +13,7 @@ import time
 import httpx
 import psutil
 import pytest
+from tests.patience import STUCK_S
 
 
 def _port() -> int:
@@ -25,7 +26,7 @@ def _start(root: str, port: int, *flags: str, env: dict[str, str] | None = None)
     env = {**os.environ, "LAKELOG_JOBS_INTERVAL_S": "3600", "LAKELOG_KAFKA_PORT": "0", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--port", str(port),
                              *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STUCK_S
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.http.conftest import REPO, free_port
+from tests.patience import STUCK_S
 
 
 def serve(root: Path, *flags: str, topic: str = "t", env: dict[str, str] | None = None) -> tuple[list[dict], int, int]:
@@ -23,7 +24,7 @@ def serve(root: Path, *flags: str, topic: str = "t", env: dict[str, str] | None 
                              "--kafka-port", str(kafka_port), "--no-jobs", *flags], cwd=REPO, env={**os.environ, **(env or {})},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STUCK_S
         while True:
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
@@ -34,7 +35,7 @@ def serve(root: Path, *flags: str, topic: str = "t", env: dict[str, str] | None 
             time.sleep(0.1)
         headers = {"Authorization": "Bearer k1"}
         assert httpx.post(f"http://127.0.0.1:{port}/v1/topics", json={"name": topic, "partitions": 1},
-                          headers=headers).status_code == 201
+                          headers=headers, timeout=STUCK_S).status_code == 201
     finally:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)

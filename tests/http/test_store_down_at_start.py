@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import free_port, start_moto
 from tests.http.conftest import REPO
+from tests.patience import STUCK_S
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(180)]
 
@@ -49,7 +50,7 @@ def test_readyz_is_503_with_the_cause_until_the_store_comes_back() -> None:
         assert down.json() == {"error_code": "KAFKA_STORAGE_ERROR", "retriable": True, "message":
                                f"cannot use root s3://later/root: endpoint {endpoint} is unreachable "
                                "(connection refused)"}
-        assert httpx.get(url + "/healthz").status_code == 200  # alive, only not ready
+        assert httpx.get(url + "/healthz", timeout=STUCK_S).status_code == 200  # alive, only not ready
         assert server.poll() is None
 
         moto = start_moto(s3_port)
@@ -57,13 +58,13 @@ def test_readyz_is_503_with_the_cause_until_the_store_comes_back() -> None:
                           aws_secret_access_key="test")
         # The endpoint answers, the bucket is missing: the cause says so.
         missing = wait_for(url + "/readyz", 503)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STUCK_S
         while "bucket 'later' does not exist" not in missing.text and time.monotonic() < deadline:
             missing = wait_for(url + "/readyz", 503)
         assert missing.json()["message"] == "cannot use root s3://later/root: bucket 'later' does not exist"
         s3.create_bucket(Bucket="later")
         assert wait_for(url + "/readyz", 200).json() == {"status": "ready"}
-        created = httpx.post(url + "/v1/topics", json={"name": "t", "partitions": 1})
+        created = httpx.post(url + "/v1/topics", json={"name": "t", "partitions": 1}, timeout=STUCK_S)
         assert created.status_code == 201, created.text
     finally:
         server.send_signal(signal.SIGTERM)

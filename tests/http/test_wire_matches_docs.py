@@ -9,6 +9,7 @@ import httpx
 from lakelog.ingest_api.models import ErrorResponse, FetchResponse, ProduceResponse
 from lakelog.platform.records import IDEMPOTENCY_BASE
 from tests.http.conftest import create_topic, free_port
+from tests.patience import STUCK_S
 
 
 def test_fetch_answers_in_every_format_match_the_fetch_model(client: httpx.Client, topic_name: str) -> None:
@@ -90,7 +91,7 @@ def test_auth_and_limit_errors_match_the_documented_error_model(start_server) ->
     document = admin.get("/openapi.json").json()
     create_topic(admin, "t", 1)
     records = "/v1/topics/{topic}/records"
-    check_error(document, httpx.get(server.url + "/v1/topics/t"), "get", "/v1/topics/{topic}", 401,
+    check_error(document, httpx.get(server.url + "/v1/topics/t", timeout=STUCK_S), "get", "/v1/topics/{topic}", 401,
                 "SASL_AUTHENTICATION_FAILED")
     alice = server.client(headers={"Authorization": "Bearer k-alice"})
     check_error(document, alice.post("/v1/topics/t/records", json={"records": [{"value": "x"}]}),

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from lakelog.platform.storage import Storage
 from tests.http.conftest import ProcessServer, fetch_all
 from tests.log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 pytestmark = pytest.mark.slow  # a server subprocess, killed and restarted
 TOPIC = "crash"
@@ -144,7 +145,7 @@ class Load:
 
 
 def committed_count(server: ProcessServer) -> int:
-    response = httpx.get(f"{server.url}/v1/topics/{TOPIC}")
+    response = httpx.get(f"{server.url}/v1/topics/{TOPIC}", timeout=STUCK_S)
     assert response.status_code == 200, response.text
     return sum(p["log_end_offset"] for p in response.json()["partitions"])
 
@@ -170,11 +171,11 @@ def test_sigkill_under_idempotent_confluent_producers(tmp_path: Any) -> None:
     restarted: ProcessServer | None = None
     loads = [Load(f"127.0.0.1:{proxy.port}", n) for n in range(PRODUCERS)]
     try:
-        response = httpx.post(f"{server.url}/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS})
+        response = httpx.post(f"{server.url}/v1/topics", json={"name": TOPIC, "partitions": PARTITIONS}, timeout=STUCK_S)
         assert response.status_code == 201, response.text
         for load in loads:
             load.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STUCK_S
         while True:  # kill mid-stream: answers to committed batches on the way, requests in flight, more queued
             delivered = sum(len(load.delivered) for load in loads)
             if delivered >= 3000 and committed_count(server) - delivered >= 500:
@@ -185,7 +186,7 @@ def test_sigkill_under_idempotent_confluent_producers(tmp_path: Any) -> None:
         acked_before_kill = {value for load in loads for value in load.delivered}
         unanswered = committed_values(root) - acked_before_kill  # committed, their answers lost
         restarted = ProcessServer(root, env, port=server.port).start()  # the same HTTP and Kafka ports
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STUCK_S
         while not all(set(load.delivered) - acked_before_kill for load in loads):  # each is writing again
             assert time.monotonic() < deadline, "the producers did not resume after the restart"
             time.sleep(0.05)

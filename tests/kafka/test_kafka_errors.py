@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 from lakelog.spark_jobs.jobs import run_job
 from tests.http.conftest import ThreadServer, make_settings, start_server  # noqa: F401  (the fixture)
 from tests.log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 API_KEYS = '{"k-admin": "admin", "k-bob": "bob"}'
 ADMIN = {"authorization": "Bearer k-admin"}
@@ -345,19 +346,19 @@ def eventually(attempt: Callable[[], T], timeout_s: float = 10) -> T:
 
 def create_topic(server: ThreadServer, name: str, headers: dict | None = None, **config: Any) -> None:
     response = httpx.post(f"{server.url}/v1/topics", json={"name": name, "partitions": 1, "config": config},
-                          headers=headers)
+                          headers=headers, timeout=STUCK_S)
     assert response.status_code == 201, response.text
 
 
 def produce(server: ThreadServer, topic: str, *values: str, headers: dict | None = None) -> list[int]:
     response = httpx.post(f"{server.url}/v1/topics/{topic}/records", headers=headers,
-                          json={"records": [{"value": v} for v in values]})
+                          json={"records": [{"value": v} for v in values]}, timeout=STUCK_S)
     assert response.status_code == 200, response.text
     return [o["offset"] for o in response.json()["offsets"]]
 
 
 def log_range(server: ThreadServer, topic: str, headers: dict | None = None) -> tuple[int, int]:
-    response = httpx.get(f"{server.url}/v1/topics/{topic}", headers=headers)
+    response = httpx.get(f"{server.url}/v1/topics/{topic}", headers=headers, timeout=STUCK_S)
     assert response.status_code == 200, response.text
     [partition] = response.json()["partitions"]
     return partition["log_start_offset"], partition["log_end_offset"]
@@ -365,13 +366,13 @@ def log_range(server: ThreadServer, topic: str, headers: dict | None = None) -> 
 
 def commit(server: ThreadServer, group: str, topic: str, offset: int) -> None:
     response = httpx.post(f"{server.url}/v1/groups/{group}/offsets",
-                          json={"offsets": [{"topic": topic, "partition": 0, "offset": offset}]})
+                          json={"offsets": [{"topic": topic, "partition": 0, "offset": offset}]}, timeout=STUCK_S)
     assert response.status_code == 200, response.text
 
 
 def grant(server: ThreadServer, resource_type: str, name: str, operation: str) -> None:
     acl = {"principal": "bob", "resource_type": resource_type, "resource_name": name, "operation": operation}
-    response = httpx.post(f"{server.url}/v1/acls", json={"acls": [acl]}, headers=ADMIN)
+    response = httpx.post(f"{server.url}/v1/acls", json={"acls": [acl]}, headers=ADMIN, timeout=STUCK_S)
     assert response.status_code == 201, response.text
 
 
@@ -384,8 +385,8 @@ def test_produce_to_unknown_topic_fails_and_creates_nothing(start_server, client
     started = time.monotonic()
     client.check(client.unknown_topic(server.bootstrap, topic), "UNKNOWN_TOPIC_OR_PARTITION")
     assert time.monotonic() - started < 10
-    assert httpx.get(f"{server.url}/v1/topics/{topic}").status_code == 404  # no auto-creation
-    assert httpx.get(f"{server.url}/v1/topics").json()["topics"] == []
+    assert httpx.get(f"{server.url}/v1/topics/{topic}", timeout=STUCK_S).status_code == 404  # no auto-creation
+    assert httpx.get(f"{server.url}/v1/topics", timeout=STUCK_S).json()["topics"] == []
 
 
 # ---- committed offsets out of range ----------------------------------------------------------------

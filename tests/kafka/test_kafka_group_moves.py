@@ -46,6 +46,7 @@ import pytest
 
 from tests.http.conftest import start_server  # noqa: F401  (the fixture)
 from tests.log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 6
@@ -460,16 +461,16 @@ def test_one_leaves_one_dies_partitions_move(start_server, tmp_path: Path, assig
                 and time.monotonic() - event["t"] < KILLED_PROCESS_MS / 3000)
 
     try:
-        wait_for("three members sharing the partitions", owned_by(http, group, set(ROLES)), 30, group_seen)
-        wait_for("every member processing", lambda: all(read_journal(journals[r], r)[0] for r in ROLES), 15)
+        wait_for("three members sharing the partitions", owned_by(http, group, set(ROLES)), STUCK_S, group_seen)
+        wait_for("every member processing", lambda: all(read_journal(journals[r], r)[0] for r in ROLES), STUCK_S)
         timings["three members"] = time.monotonic() - started
 
         leaver.close()  # LeaveGroup
         left = time.monotonic()
-        wait_for("the leaver's partitions to move", owned_by(http, group, {"survivor", "killed"}), 15, group_seen)
+        wait_for("the leaver's partitions to move", owned_by(http, group, {"survivor", "killed"}), STUCK_S, group_seen)
         timings["leave moved"] = time.monotonic() - left
 
-        wait_for("the killed member in the middle of a batch", mid_batch, 10)
+        wait_for("the killed member in the middle of a batch", mid_batch, STUCK_S)
         killed.kill()  # no LeaveGroup, no commit of that batch: its session runs out
         died = time.monotonic()
         last = last_event(journals["killed"])
@@ -483,7 +484,7 @@ def test_one_leaves_one_dies_partitions_move(start_server, tmp_path: Path, assig
         producer.close()
         ends = end_offsets(http, topic)
         drain = time.monotonic()
-        wait_for("the survivor to commit everything", lambda: committed_offsets(http, group, topic) == ends, 20,
+        wait_for("the survivor to commit everything", lambda: committed_offsets(http, group, topic) == ends, STUCK_S,
                  lambda: (committed_offsets(http, group, topic), ends))
         timings["drained"] = time.monotonic() - drain
     except BaseException:

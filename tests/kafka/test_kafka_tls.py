@@ -9,6 +9,7 @@ import httpx
 from confluent_kafka import KafkaError, Producer
 
 from tests.http.conftest import start_server  # noqa: F401  (the fixture)
+from tests.patience import STUCK_S
 
 KEYS = '{"k-admin": "admin"}'
 
@@ -35,7 +36,7 @@ def test_sasl_ssl_produce_and_plaintext_refused(start_server, tmp_path: Path) ->
     cert, key = self_signed(tmp_path)
     server = start_server(api_keys_json=KEYS, kafka_tls_cert_file=str(cert), kafka_tls_key_file=str(key))
     httpx.post(f"{server.url}/v1/topics", json={"name": "secure"},
-               headers={"Authorization": "Bearer k-admin"}).raise_for_status()
+               headers={"Authorization": "Bearer k-admin"}, timeout=STUCK_S).raise_for_status()
     secure = {"bootstrap.servers": server.bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": str(cert),
               "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "k-admin"}
     assert send_one(secure) == ([0], [])
@@ -43,5 +44,5 @@ def test_sasl_ssl_produce_and_plaintext_refused(start_server, tmp_path: Path) ->
     delivered, errors = send_one({"bootstrap.servers": server.bootstrap, "message.timeout.ms": 2000})  # no TLS
     assert delivered == [] and errors and errors[0].code() == KafkaError._MSG_TIMED_OUT
     records = httpx.get(f"{server.url}/v1/topics/secure/partitions/0/records", params={"offset": 0},
-                        headers={"Authorization": "Bearer k-admin"}).json()["records"]
+                        headers={"Authorization": "Bearer k-admin"}, timeout=STUCK_S).json()["records"]
     assert [r["value"] for r in records] == ["v"]

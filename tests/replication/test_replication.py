@@ -15,6 +15,7 @@ from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.copier import TableReplicator
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +62,7 @@ def test_leader_site_lost_under_acks_all_load_then_clean_election(tmp_path, moto
     threads = [threading.Thread(target=produce_load, args=(f"t{n}",)) for n in range(2)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STUCK_S
     while len(acked) < 100 and time.monotonic() < deadline:
         time.sleep(0.05)
     # A consumer group reads what is there and commits (to the control table, on site a).
@@ -236,7 +237,7 @@ def test_a_follower_behind_the_leaders_kept_commits_starts_from_a_checkpoint(tmp
     for i in range(RETAINED_COMMITS + 40):  # acks=1, no replication round: b stays at version 0
         broker.produce("t", [Record(f"v{i}".encode(), partition=i % 2)], acks=1)
     a, b = broker.replicas.sites["a"], broker.replicas.sites["b"]
-    deadline = time.monotonic() + 30  # checkpoints and log cleanup run on the background maintenance thread
+    deadline = time.monotonic() + STUCK_S  # checkpoints and log cleanup run on the background maintenance thread
     while versions(a, a.uri(topic_path("t")))[0] <= 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert versions(a, a.uri(topic_path("t")))[0] > 1  # the leader no longer keeps the early commits

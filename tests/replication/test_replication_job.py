@@ -13,6 +13,7 @@ import pytest
 
 from lakelog.platform import Broker, Record
 from lakelog.settings import Settings
+from tests.patience import STUCK_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -30,7 +31,7 @@ def test_replication_job_killed_mid_run_then_restarted_leaves_identical_tables(t
                "--local"]
     job = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     follower_table = tmp_path / "b" / "topics" / "t"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + STUCK_S
     while time.monotonic() < deadline and job.poll() is None:
         if len([f for f in follower_table.glob("*.parquet")]) >= 20:  # some data files copied (layout 2)
             break

@@ -17,6 +17,7 @@ from lakelog.platform.partitioner import partition_for_key
 from tests.spark.conftest import all_records
 from tests.spark.sink_query import copy_query
 from log_check import assert_root_intact
+from tests.patience import STUCK_S
 
 
 def test_batch_write_uses_the_partitioner_and_explicit_partitions(spark, root, broker):
@@ -60,7 +61,7 @@ def test_sink_killed_mid_stream_writes_every_record_once(spark, root, broker, tm
                              cwd=str(Path(__file__).parents[2]), start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + STUCK_S
         while sum(broker.list_offset("dst", p, "latest") for p in range(3)) < 100:
             assert child.poll() is None, "the copy query process failed"
             assert time.monotonic() < deadline, "the copy query did not get going"
