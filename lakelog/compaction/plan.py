@@ -7,9 +7,10 @@ offsets a rewrite covers stay contiguous with its neighbours.
 
 Slices of files holding several partitions (layout 2's flushes, see platform/segment.py) are never
 closed: only a roll removes them, rewriting every partition's slice of the file in one commit. So a roll
-always takes them (reason "intake", even a single one), in runs of their own (a run never mixes them with
-other files), and its outputs stay small files that later rolls merge into segments by size and age as
-any small files.
+always takes them, in runs of their own (a run never mixes them with other files): even a single slice, and
+whatever its size (a big flush's slice alone reaches segment.bytes). A run closed by size or age is a
+finished segment; any other (reason "intake") stays a small file that later rolls merge into segments by size
+and age as any small files.
 """
 
 from __future__ import annotations
@@ -68,14 +69,17 @@ def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, 
               now_ms: int) -> list[RollGroup]:
     """Groups of consecutive small files: closed once they reach `segment_bytes`, or
     once the oldest of them is `segment_ms` old. Single files are left alone, but for slices of shared
-    files, which are always rolled."""
+    files, which are always rolled (see the module's docstring)."""
     groups: list[RollGroup] = []
     run: list[SegmentFile] = []
 
     def close(reason: str) -> None:
-        if any(f.shared for f in run) and reason == "none":
-            reason = "intake"
-        if len(run) > 1 or reason == "intake":
+        # Shared slices are rolled whatever closed their run, even alone: every partition's slice of a
+        # shared file must go in one commit, and retention and compaction wait for them. (A lone slice
+        # that reached segment.bytes was once left alone: a big flush then blocked compaction for good.)
+        if any(f.shared for f in run):
+            groups.append(RollGroup(partition, tuple(run), segment_bytes, "intake" if reason == "none" else reason))
+        elif len(run) > 1 and reason != "none":
             groups.append(RollGroup(partition, tuple(run), segment_bytes, reason))
         run.clear()
 
@@ -89,7 +93,7 @@ def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, 
         if sum(f.size_bytes for f in run) >= segment_bytes:
             close("size")
     close("age" if _aged(run, segment_ms, now_ms) else "none")
-    return [g for g in groups if g.reason != "none"]
+    return groups
 
 
 def _aged(run: Sequence[SegmentFile], segment_ms: int, now_ms: int) -> bool:
