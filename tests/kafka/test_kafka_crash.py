@@ -39,10 +39,14 @@ ANSWER_DELAY_S = 0.3
 class DelayingProxy:
     """A TCP proxy to 127.0.0.1:`target`, in a thread: requests pass at once, every chunk of answers
     `delay_s` later. When the server's side closes (SIGKILL), the answers still held back are dropped
-    and the client's connection is closed: they are lost, as they would be on the wire."""
+    and the client's connection is closed: they are lost, as they would be on the wire. `hold()` keeps
+    every answer back until `release()`."""
 
     def __init__(self, target: int, delay_s: float) -> None:
         self.target, self.delay_s = target, delay_s
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.held_chunks = 0  # answers read from the server and not yet passed on
         self.loop = asyncio.new_event_loop()
         self.port = 0
         ready = threading.Event()
@@ -57,6 +61,12 @@ class DelayingProxy:
         ready.set()
         self.loop.run_forever()
         server.close()
+
+    def hold(self) -> None:
+        self.flowing.clear()
+
+    def release(self) -> None:
+        self.flowing.set()
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -91,15 +101,18 @@ class DelayingProxy:
     async def _answers(self, reader: asyncio.StreamReader, held: asyncio.Queue) -> None:
         try:
             while data := await reader.read(1 << 16):
+                self.held_chunks += 1
                 held.put_nowait((time.monotonic() + self.delay_s, data))
         except ConnectionError:
             pass
 
-    @staticmethod
-    async def _deliver(held: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+    async def _deliver(self, held: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
         while True:
             due, data = await held.get()
             await asyncio.sleep(max(0.0, due - time.monotonic()))
+            while not self.flowing.is_set():
+                await asyncio.sleep(0.01)
+            self.held_chunks -= 1
             writer.write(data)
             await writer.drain()
 
@@ -176,14 +189,19 @@ def test_sigkill_under_idempotent_confluent_producers(tmp_path: Any) -> None:
         for load in loads:
             load.thread.start()
         deadline = time.monotonic() + STUCK_S
-        while True:  # kill mid-stream: answers to committed batches on the way, requests in flight, more queued
-            delivered = sum(len(load.delivered) for load in loads)
-            if delivered >= 3000 and committed_count(server) - delivered >= 500:
-                break
+        while sum(len(load.delivered) for load in loads) < 3000:
             assert time.monotonic() < deadline, "the load did not get going"
+            time.sleep(0.02)
+        # Kill mid-stream with batches committed whose answers are still on the way: from the hold on, no
+        # answer reaches a producer, so an answer the proxy holds is a committed batch unanswered at the kill
+        # (on a busy machine, racing the proxy's delay instead let every answer through first).
+        proxy.hold()
+        while proxy.held_chunks == 0:
+            assert time.monotonic() < deadline, "no answer held back"
             time.sleep(0.02)
         server.kill()
         acked_before_kill = {value for load in loads for value in load.delivered}
+        proxy.release()  # the restarted server's answers flow again
         unanswered = committed_values(root) - acked_before_kill  # committed, their answers lost
         restarted = ProcessServer(root, env, port=server.port).start()  # the same HTTP and Kafka ports
         deadline = time.monotonic() + STUCK_S
