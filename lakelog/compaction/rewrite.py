@@ -130,7 +130,9 @@ def _filter(table: pa.Table, latest: np.ndarray, horizon_ms: int) -> pa.Table:
 
 def _read(storage: Storage, table_uri: str, segment: SegmentFile, columns: list[str] | None = None) -> pa.Table:
     with storage.open_input(f"{table_uri}/{segment.path}") as source:
-        return read_file(source, columns, segment.row_groups, segment.partition)
+        # bounds: an entry by content is one run of its partition's offsets in a file that may hold others
+        return read_file(source, columns, segment.row_groups, segment.partition,
+                         (segment.min_offset, segment.max_offset))
 
 
 def _write_run(storage: Storage, table_uri: str, layout: TableLayout, partition: int,

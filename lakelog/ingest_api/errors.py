@@ -77,6 +77,7 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (core.DuplicateSequence, 409),
     (core.IdempotencyKeyReused, 409),
     (core.InvalidProducerEpoch, 409),
+    (core.DataChangedOutside, 409),
     (groups.IllegalGeneration, 409),
     (groups.FencedInstanceId, 409),
     (groups.NonEmptyGroup, 409),

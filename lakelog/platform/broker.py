@@ -48,6 +48,7 @@ from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.storage import Storage
+from lakelog.platform.table_retention import advertise_retention
 from lakelog.platform.topic_config import TopicConfig
 from lakelog.settings import CoreSettings, Settings
 
@@ -154,7 +155,8 @@ class Broker:
 
         def create_replicated(parsed: TopicConfig) -> None:
             state = manager.assign(name, parsed.replication_factor, replicas)
-            manager.create(state, lambda storage: TopicLog.create_table(storage, name))
+            manager.create(state, lambda storage: TopicLog.create_table(
+                storage, name, file_delete_delay_ms=parsed.file_delete_delay_ms))
 
         return self.catalog.create_topic(name, partitions, config, create_table=create_replicated)
 
@@ -165,6 +167,8 @@ class Broker:
     def alter_topic_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
         meta = self.catalog.alter_config(name, changes)
         self._update_meta(meta)
+        if "file.delete.delay.ms" in changes:  # the table advertises it as Delta's deleted-file retention
+            advertise_retention(lambda: self.topic_log(name), meta.config.file_delete_delay_ms)
         return meta
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:

@@ -123,7 +123,7 @@ class Catalog:
             if current is not None:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             if create_table is None:
-                TopicLog.create_table(self.storage, name)
+                TopicLog.create_table(self.storage, name, file_delete_delay_ms=parsed.file_delete_delay_ms)
             else:
                 create_table(parsed)
             return TopicMeta(name, partitions, parsed, 0, now, now)

@@ -73,6 +73,12 @@ def added_actions(commit: bytes) -> list[AddAction]:
     return actions
 
 
+def add_entry(a: AddAction) -> dict:
+    """An add action as delta-rs writes it in a commit file."""
+    return {"path": a.path, "partitionValues": a.partition_values, "size": a.size,
+            "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}
+
+
 def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict,
                   partition_by: list[str] | None) -> bytes:
     """The commit file of an append: commitInfo (with `metadata` at its top level, as delta-rs puts custom
@@ -82,9 +88,7 @@ def encode_commit(adds: list[AddAction], txns: list[Transaction], metadata: dict
             "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partition_by or [])},
             "engineInfo": ENGINE, "isBlindAppend": True, **metadata}
     lines = [{"commitInfo": info}]
-    lines += [{"add": {"path": a.path, "partitionValues": a.partition_values, "size": a.size,
-                       "modificationTime": a.modification_time, "dataChange": a.data_change, "stats": a.stats}}
-              for a in adds]
+    lines += [{"add": add_entry(a)} for a in adds]
     lines += [{"txn": {"appId": t.app_id, "version": t.version, "lastUpdated": now}} for t in txns]
     return b"\n".join(orjson.dumps(line) for line in lines)
 
@@ -112,6 +116,9 @@ def removed_paths(commit: bytes) -> dict[str, int]:
             for entry in _actions(commit) if "remove" in entry}
 
 
+# commitInfo: every commit lakelog makes (appends, maintenance jobs) names itself by an id; a commit without
+# one is another writer's (outside_commits.py).
+COMMIT_ID = "lakelog.commitId"
 PRODUCER_IDS = "lakelog.producerIds"  # commitInfo: the idempotent producer ids an append wrote
 
 

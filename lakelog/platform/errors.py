@@ -96,6 +96,19 @@ class ProducerStateChanged(LakelogError):
         self.producer_ids = producer_ids  # None: any producer may have changed
 
 
+class DataChangedOutside(LakelogError):
+    """Another writer changed a partition's records outside lakelog (another Delta tool's append, delete,
+    update, merge, overwrite or restore): lakelog refuses to serve or extend the partition rather than
+    answer a duplicate offset or skip a record (platform/outside_commits.py)."""
+
+    code = "DATA_CHANGED_OUTSIDE_LAKELOG"
+
+    def __init__(self, message: str, topic: str, partition: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+
+
 class RequestTimedOut(LakelogError):
     code = "REQUEST_TIMED_OUT"
     retriable = True

@@ -35,6 +35,9 @@ class SegmentFile:
     modification_time_ms: int = 0
     # In a file holding several partitions (layout 2, before the roll): this partition's row groups.
     row_groups: tuple[int, ...] | None = None
+    # Indexed by its content (a file another tool wrote, see content_index.py): one run of the partition's
+    # offsets, its rows in any order among the row groups; holes next to it are compaction's (index.py).
+    by_content: bool = False
 
     @property
     def shared(self) -> bool:
@@ -108,10 +111,10 @@ class SegmentIndex:
     def from_add_actions(cls, actions: pa.Table,
                          shared: Mapping[str, Sequence[SegmentFile]] | None = None) -> "SegmentIndex":
         """Build from `DeltaTable.get_add_actions(flatten=True)`. A file holding several partitions (layout 2)
-        is indexed by its slices, which the caller read from its footer (`shared`, by path; see
-        `shared_files`)."""
+        is indexed by its slices, and a file another tool wrote by its content, which the caller read
+        (`shared`, by path; see content_index.files_needing_slices)."""
         columns = set(actions.column_names)
-        if actions.num_rows == 0 or "min.offset" not in columns:
+        if actions.num_rows == 0:
             return cls()
         col = _column_reader(actions)
         partitions = col("partition.partition") if "partition.partition" in columns else col("min.partition")
@@ -122,6 +125,9 @@ class SegmentIndex:
         )
         segments: list[SegmentFile] = []
         for path, part, last_part, size, count, lo, hi, tlo, thi, plo, phi, mtime in rows:
+            if shared and path in shared:  # slices, or entries by content (content_index.files_needing_slices)
+                segments += shared[path]
+                continue
             if lo is None or hi is None or part is None:
                 continue  # a file without stats is not ours; nothing to index
             if last_part is not None and last_part != part:
@@ -133,13 +139,35 @@ class SegmentIndex:
                 min_timestamp_ms=int(tlo or 0), max_timestamp_ms=int(thi or 0),
                 min_producer_id=plo, max_producer_id=phi, modification_time_ms=to_ms(mtime),
             ))
-        return cls(segments)
+        return cls(joined_runs(segments))
+
+
+def joined_runs(segments: Iterable[SegmentFile]) -> list[SegmentFile]:
+    """Entries by content (another tool's files) made to tile a partition as lakelog's files do: runs of one
+    file next to each other are one entry, and a hole next to such an entry is closed by it. A rewrite by
+    another tool keeps the records, not the bounds a compacted file of lakelog's stated (a compacted range's
+    first offset may hold no record), so the hole holds no record either; the next read skips it."""
+    found: list[SegmentFile] = []
+    for segment in sorted(segments, key=lambda s: (s.partition, s.min_offset)):
+        last = found[-1] if found and found[-1].partition == segment.partition else None
+        if last is not None and last.by_content and segment.by_content and last.path == segment.path:
+            groups = {*(last.row_groups or ()), *(segment.row_groups or ())}
+            found[-1] = replace(last.joined(segment), row_groups=tuple(sorted(groups)))
+            continue
+        if last is not None and last.max_offset + 1 < segment.min_offset:
+            if segment.by_content:
+                segment = replace(segment, min_offset=last.max_offset + 1)
+            elif last.by_content:
+                found[-1] = replace(last, max_offset=segment.min_offset - 1)
+        found.append(segment)
+    return found
 
 
 SLICE_FIELDS = ("path", "partition", "size_bytes", "num_records", "min_offset", "max_offset", "min_timestamp_ms",
-                "max_timestamp_ms", "min_producer_id", "max_producer_id", "modification_time_ms", "row_groups")
-SLICES_SCHEMA = pa.schema([("path", pa.string()), *((name, pa.int64()) for name in SLICE_FIELDS[1:-1]),
-                           ("row_groups", pa.list_(pa.int64()))])
+                "max_timestamp_ms", "min_producer_id", "max_producer_id", "modification_time_ms", "row_groups",
+                "by_content")
+SLICES_SCHEMA = pa.schema([("path", pa.string()), *((name, pa.int64()) for name in SLICE_FIELDS[1:-2]),
+                           ("row_groups", pa.list_(pa.int64())), ("by_content", pa.bool_())])
 
 
 def slices_table(slices: Iterable[SegmentFile]) -> pa.Table:

@@ -28,12 +28,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+from deltalake.transaction import AddAction, Transaction
 
 from lakelog.platform.checkpoint import Append, CheckpointState, checkpoint_rows, read_checkpoint, write_checkpoint
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import (
+    COMMIT_ID,
     PRODUCER_IDS,
     appended,
     clean_commit_log,
@@ -49,34 +50,22 @@ from lakelog.platform.errors import (
     StorageWriteFailed,
     TopicAlreadyExists,
 )
+from lakelog.platform.file_changes import MAINTENANCE_JOB, encode_file_changes, removed_files
+from lakelog.platform.content_index import DataFile
+from lakelog.platform.file_slices import FileSlices
 from lakelog.platform.file_stats import holds_several_partitions, segment_of
-from lakelog.platform.index import (
-    SegmentFile,
-    SegmentIndex,
-    SlicesCache,
-    shared_files,
-    slices_from_commit,
-    slices_from_table,
-    slices_to_commit,
-)
-from lakelog.platform.layout import TOPIC_SLICES_CACHE, topic_path
-from lakelog.platform.segment import (
-    TableLayout,
-    Written,
-    read_file,
-    read_footer,
-    read_offsets,
-    slices_of,
-    write_segments,
-)
+from lakelog.platform.index import SegmentFile, SegmentIndex, slices_from_commit, slices_to_commit
+from lakelog.platform.layout import topic_path
+from lakelog.platform.outside_commits import OutsideWatch, beyond_log_end
+from lakelog.platform.segment import TableLayout, Written, read_file, read_offsets, write_segments
 from lakelog.platform.storage import (
     DELTA_COMMIT_RETRIES,
     STORAGE_ERRORS,
     STORAGE_RETRY_PAUSE_S,
-    UPLOAD_CONNECTIONS,
     Storage,
     is_retriable,
 )
+from lakelog.platform.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 
@@ -85,14 +74,11 @@ log = logging.getLogger(__name__)
 # Keep the Delta log small under many small commits: a checkpoint every 25
 # commits (opening or refreshing replays at most 24 JSON commits), and only the
 # last RETAINED_COMMITS commit files kept (see TopicLog._clean_log). Set-transaction
-# versions never expire: they are the partitions' log end offsets.
+# versions never expire: they are the partitions' log end offsets. Retention properties: table_retention.py.
 CHECKPOINT_INTERVAL = 25
-TOPIC_TABLE_PROPERTIES = {
-    "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
-    "delta.logRetentionDuration": "interval 2 days",
-    "delta.enableExpiredLogCleanup": "false",
-    "delta.deletedFileRetentionDuration": "interval 1 days",
-}
+TOPIC_TABLE_PROPERTIES = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+                          "delta.enableExpiredLogCleanup": "false",
+                          **retention_properties(DEFAULT_FILE_DELETE_DELAY_MS)}
 RETAINED_COMMITS = 100
 # The sequencer is put-if-absent on the next version, so a commit file, once cleaned up, must never look
 # free to a writer: a writer whose snapshot is older than SNAPSHOT_MAX_AGE_S (since its last refresh or
@@ -100,13 +86,10 @@ RETAINED_COMMITS = 100
 # CLEANUP_DELAY_S, far beyond that age. (A stale writer once recreated versions cleaned under it, and the
 # records it acknowledged there were invisible to every reader: the rolling-restart test found it.)
 SNAPSHOT_MAX_AGE_S = 2.0
-CLEANUP_DELAY_S = 30.0
-COMMIT_ID = "lakelog.commitId"
+CLEANUP_DELAY_S = LOG_KEPT_S  # advertised as delta.logRetentionDuration
 COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files an append adds (index.py)
 # Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
-# Footers of files holding several partitions, read when another writer's commit or a restart adds them.
-_FOOTER_READS = ThreadPoolExecutor(max_workers=UPLOAD_CONNECTIONS, thread_name_prefix="lakelog-footer-get")
 # The files of one fetch read at once (a consumer catching up reads many; a tailing one, one).
 READ_PARALLELISM = 4
 _SEGMENT_READS = ThreadPoolExecutor(max_workers=4 * READ_PARALLELISM, thread_name_prefix="lakelog-segment-read")
@@ -152,9 +135,10 @@ class TopicLog:
         self._dt = DeltaTable(self.uri, storage_options=storage.delta_options())
         self.layout = TableLayout.of(self._dt.metadata().partition_columns)
         self._index = SegmentIndex()
-        self._slices: dict[str, list[SegmentFile]] = {}  # of files holding several partitions, by path
-        self._slices_cache_read = False
-        self._slices_cache = SlicesCache()  # the rows last saved: each save converts only what is new
+        # Entries of files holding several partitions, and of other tools' files by content, by path.
+        self._file_slices = FileSlices(storage, self.uri, name, self._lock, self._remember_metadata)
+        self._slices = self._file_slices.by_path
+        self.outside = OutsideWatch(name, storage, self.uri, self._file_slices.read)  # changes made outside lakelog
         self._checkpoint_state = CheckpointState(keep=4 * CHECKPOINT_INTERVAL)
         self._opened_checkpoint_tried = False
         self._leo: dict[int, int] = {}  # log end offsets known for the current snapshot
@@ -183,14 +167,15 @@ class TopicLog:
     # ---- table lifecycle -------------------------------------------------
 
     @staticmethod
-    def create_table(storage: Storage, name: str, layout: TableLayout = TableLayout.INTAKE) -> None:
+    def create_table(storage: Storage, name: str, layout: TableLayout = TableLayout.INTAKE,
+                     file_delete_delay_ms: int = DEFAULT_FILE_DELETE_DELAY_MS) -> None:
         """Create the topic's table. Never deletes: an empty table (another node creating the same topic)
         is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
         uri = storage.uri(topic_path(name))
+        properties = {**TOPIC_TABLE_PROPERTIES, **retention_properties(file_delete_delay_ms)}  # vacuum's delay
         try:
             created = DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=layout.partition_by, mode="error",
-                                        configuration=TOPIC_TABLE_PROPERTIES, storage_options=storage.delta_options(),
-                                        name=name)
+                                        configuration=properties, storage_options=storage.delta_options(), name=name)
         except CommitFailedError:
             pass  # another creator's version 0 won the put-if-absent (S3)
         except DeltaError as exc:
@@ -264,7 +249,8 @@ class TopicLog:
                 commit: bytes | None = self.storage.read_bytes(commit_uri(self.uri, version))
             except FileNotFoundError:
                 commit = None
-            append = None if commit is None else appended(commit)
+            # Other writers' commits are loaded through delta-rs, and checked there (outside_commits.py).
+            append = None if commit is None or COMMIT_ID not in commit_info(commit) else appended(commit)
             segments = None if append is None else self._segments_of(append[0], commit_info(commit).get(COMMIT_SLICES))
             with self._lock:
                 if self._version + 1 != version:
@@ -291,9 +277,7 @@ class TopicLog:
                 if slices and add.path in slices:
                     segments += slices_from_commit(add.path, add.modification_time, slices[add.path])
                     continue
-                footer = read_footer(self.storage, f"{self.uri}/{add.path}")
-                self._remember_metadata(add.path, footer)
-                segments += slices_of(add.path, add.modification_time, footer)
+                segments += self._file_slices.read(DataFile(add.path, add.modification_time, add.size, None, True))
         return segments
 
     def _catch_up(self) -> None:
@@ -316,7 +300,8 @@ class TopicLog:
         old = self._index
         self._apps.clear()
         actions = pa.table(self._dt.get_add_actions(flatten=True))
-        self._index = SegmentIndex.from_add_actions(actions, self._shared_slices(actions))
+        self._index = SegmentIndex.from_add_actions(actions, self._file_slices.of_snapshot(actions))
+        self.outside.after_load(old, self._index, self._slices, self._version, self._dt.version())
         self._note_foreign(self._version, self._dt.version())
         self._version = self._dt.version()
         self._last_refresh = time.monotonic()
@@ -329,52 +314,6 @@ class TopicLog:
             # Another writer appended here: read the exact log end from its SetTransaction again.
             if partition in self._leo and index.files and index.files[-1].max_offset + 1 > self._leo[partition]:
                 del self._leo[partition]
-
-    def _shared_slices(self, actions: pa.Table) -> dict[str, list[SegmentFile]]:
-        """The slices of the files holding several partitions, from their footers: known for this node's
-        own files, read (in parallel on object storage) for other writers' and after a restart."""
-        shared = dict(shared_files(actions))
-        missing = [(path, mtime) for path, mtime in shared.items() if path not in self._slices]
-        if missing and not self._slices_cache_read:
-            self._slices_cache_read = True
-            cached = self._load_slices()
-            self._slices.update((path, cached[path]) for path, _ in missing if path in cached)
-            missing = [(path, mtime) for path, mtime in missing if path not in self._slices]
-        if missing:
-            def read(item: tuple[str, int]) -> tuple[str, list[SegmentFile]]:
-                footer = read_footer(self.storage, f"{self.uri}/{item[0]}")
-                self._remember_metadata(item[0], footer)
-                return item[0], slices_of(item[0], item[1], footer)
-
-            found = map(read, missing) if self.storage.is_local else _FOOTER_READS.map(read, missing)
-            self._slices.update(found)
-        self._slices = {path: self._slices[path] for path in shared}  # rolled files are forgotten
-        return self._slices
-
-    def _load_slices(self) -> dict[str, list[SegmentFile]]:
-        """The slices cached at the last checkpoint (one GET instead of a footer per shared file). Files
-        never change, so any entry naming a file of the snapshot is right, however old the cache."""
-        try:
-            return slices_from_table(pq.read_table(pa.BufferReader(
-                self.storage.read_bytes(f"{self.uri}/{TOPIC_SLICES_CACHE}"))))
-        except FileNotFoundError:
-            return {}
-        except (*STORAGE_ERRORS, pa.ArrowException, KeyError) as exc:
-            log.warning("slices cache of %s not read (footers are read instead): %s", self.name, exc)
-            return {}
-
-    def _save_slices(self) -> None:
-        """Off the produce path, at each checkpoint: the slices of the shared files known now."""
-        with self._lock:
-            shared = dict(self._slices)  # each file's list is complete: written under the lock, never changed
-        if not shared:
-            return
-        sink = pa.BufferOutputStream()
-        pq.write_table(self._slices_cache.rows(shared), sink, compression="snappy")
-        try:
-            self.storage.write_bytes(f"{self.uri}/{TOPIC_SLICES_CACHE}", sink.getvalue())
-        except STORAGE_ERRORS as exc:
-            log.warning("slices cache of %s not written: %s", self.name, exc)
 
     # ---- offsets ----------------------------------------------------------
 
@@ -461,6 +400,8 @@ class TopicLog:
                     return None
                 failure = self._refresh_if_stale() or self._check_producers(producer_ids)
                 if failure is None:  # else the log or other writers' commits could not be read: try again
+                    for p, _, _ in runs:
+                        self._served(p)  # never offsets another writer's records already hold
                     bases = {p: self.log_end_offset(p) for p, _, _ in runs}
                     version = self._version + 1
                     table, offsets = _assign_offsets(ordered, runs, bases)
@@ -743,7 +684,7 @@ class TopicLog:
             return
         self._checkpoint_state.install(version, rows)
         self._clean_log(version)
-        self._save_slices()
+        self._file_slices.save()
         with self._lock:
             if snapshot is not None and self._dt.version() < version <= self._version:
                 self._dt = snapshot  # every version up to ours is in our index
@@ -787,20 +728,15 @@ class TopicLog:
         except OSError as exc:
             log.warning("log cleanup of %s failed: %s", self.name, exc)
 
-    def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool) -> bool:
-        """Commit files added and removed by a maintenance job, in one Delta commit.
-
-        No SetTransaction is touched, so the log end offsets do not move and
-        producers appending at the same time do not conflict. Returns False
-        (after a refresh) when a concurrent commit removed one of `removes`:
-        another job got there first, and the caller re-plans from the new snapshot.
-        """
-        now = now_ms()
-        actions: list[AddAction | RemoveAction] = list(adds)
-        files = {s.path: s for s in removes}  # a file holding several partitions is removed once
-        actions += [RemoveAction(s.path, data_change, now, self._file_size(s),
-                                 self.layout.partition_values(s.partition)) for s in files.values()]
-        try:
+    def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool,
+                            job: str = "") -> bool:
+        """Commit files added and removed by a maintenance job in one commit of Delta's own kind (an OPTIMIZE
+        without `data_change`, else a DELETE: file_changes.py), put only if its version is free. No offset
+        moves, so an append taking the version only moves this commit to the next one. False when a
+        concurrent commit removed one of `removes` (another job's: the caller re-plans) or appends kept
+        taking the version."""
+        metadata = {COMMIT_ID: uuid.uuid4().hex, **({MAINTENANCE_JOB: job} if job else {})}
+        for _ in range(DELTA_COMMIT_RETRIES):
             with self._lock:
                 self.refresh(full=True)  # the snapshot past our own commits, and the files others removed
                 present = {f.path for p in {s.partition for s in removes} for f in self._index.partition(p).files}
@@ -808,19 +744,24 @@ class TopicLog:
                     log.info("maintenance commit on %s: files to remove are gone (another job)", self.name)
                     return False
                 self._check_whole_files(removes)
-                self._dt.create_write_transaction(
-                    actions, "append", TOPIC_SCHEMA, partition_by=self.layout.partition_by,
-                    commit_properties=CommitProperties(max_commit_retries=DELTA_COMMIT_RETRIES),
-                )
-                self.commits += 1
-                self._dt.update_incremental()
-                self._rebuild_index()
-            return True
-        except CommitFailedError as exc:
-            self.conflicts += 1
-            log.info("maintenance commit on %s lost to a concurrent commit: %s", self.name, exc)
-            self.refresh()
-            return False
+                version = self._version + 1
+                removed = removed_files(removes, self._file_size, self.layout.partition_values)
+                commit = encode_file_changes(adds, removed, data_change, version - 1, now_ms(), metadata)
+                try:
+                    landed = self.storage.put_if_absent(commit_uri(self.uri, version), commit)
+                except STORAGE_ERRORS:
+                    if self._committed_version(version - 1, metadata[COMMIT_ID]) is None:
+                        raise
+                    landed = True
+                if landed:
+                    self.commits += 1
+                    self.refresh(full=True)
+                    if version % CHECKPOINT_INTERVAL == 0:  # as delta-rs's post-commit hook did for these commits
+                        self._request_checkpoint(version)
+                    return True
+                self.conflicts += 1
+        log.info("maintenance commit on %s kept losing its version to other commits", self.name)
+        return False
 
     def _check_whole_files(self, removes: list[SegmentFile]) -> None:
         """Removing a file holding several partitions drops all of them: every slice must be rewritten."""
@@ -841,6 +782,7 @@ class TopicLog:
 
     def read(self, partition: int, offset: int, max_records: int, max_bytes: int | None = None) -> pa.Table:
         """Records of `partition` from the first offset >= `offset`, in offset order (TOPIC_SCHEMA)."""
+        self._served(partition)
         start, end = self.log_start_offset(partition), self.log_end_offset(partition)
         if offset < start or offset > end:
             raise OffsetOutOfRange(
@@ -857,6 +799,15 @@ class TopicLog:
         if max_bytes is not None:
             table = _limit_bytes(table, max_bytes)
         return _with_partition(table, partition)
+
+    def _served(self, partition: int) -> None:
+        """Raise DataChangedOutside when another writer changed the partition's records outside lakelog: no
+        offset it holds beyond the log end, nor any change found at a load (outside_commits.py)."""
+        with self._lock:
+            why = beyond_log_end(self._index.partition(partition).files, self.log_end_offset(partition))
+            if why is not None:
+                self.outside.refusals.refuse(partition, why)
+            self.outside.refusals.check(partition)
 
     def _read_files(self, partition: int, offset: int, max_records: int, max_bytes: int | None) -> list[pa.Table]:
         """Files from `offset` on, until `max_records` or `max_bytes` (keys and values) are read: a fetch
@@ -880,6 +831,9 @@ class TopicLog:
             wave = _read_wave(files, offset, wanted, budget)
             files = files[len(wave):]
             for table in self._read_segments(wave, offset):
+                if table is None:  # removed since the index named it: never answer the files after it
+                    files = []
+                    break
                 if table.num_rows:
                     pieces.append(table.slice(0, wanted))
                     wanted -= min(table.num_rows, wanted)
@@ -889,13 +843,13 @@ class TopicLog:
                     break
         return pieces
 
-    def _read_segments(self, segments: list[SegmentFile], offset: int) -> list[pa.Table]:
+    def _read_segments(self, segments: list[SegmentFile], offset: int) -> list[pa.Table | None]:
         """Files read at once: a decode releases the GIL, and on object storage each is a round trip. The
         first is read on the caller's thread, so a fetch goes on however busy the shared pool is."""
         others = [_SEGMENT_READS.submit(self._read_segment, segment, offset) for segment in segments[1:]]
         return [self._read_segment(segments[0], offset), *(other.result() for other in others)]
 
-    def _read_segment(self, segment: SegmentFile, offset: int) -> pa.Table:
+    def _read_segment(self, segment: SegmentFile, offset: int) -> pa.Table | None:
         uri = f"{self.uri}/{segment.path}"
         try:
             if self.storage.is_local or self._file_size(segment) > WHOLE_READ_BYTES:
@@ -903,13 +857,14 @@ class TopicLog:
             else:  # one GET: no HEAD for the size, no separate footer and column reads (a tailing reader's case)
                 source = pa.BufferReader(self.storage.read_bytes(uri))
             with source:
-                table, footer = read_offsets(source, offset, metadata=self._metadata.get(segment.path),
-                                             row_groups=segment.row_groups, partition=segment.partition)
+                table, footer = read_offsets(source, offset, segment.max_offset + 1, partition=segment.partition,
+                                             metadata=self._metadata.get(segment.path), row_groups=segment.row_groups)
                 self._remember_metadata(segment.path, footer)
         except FileNotFoundError:
-            # Removed by retention or compaction after we planned: the next fetch sees the new files.
+            # Removed (by retention, compaction, another tool's OPTIMIZE and VACUUM) after we planned: the next
+            # fetch sees the new files, which may hold these records.
             self.refresh()
-            return TOPIC_FILE_SCHEMA.empty_table()
+            return None
         return table
 
     def _remember_metadata(self, path: str, metadata: pq.FileMetaData) -> None:
@@ -923,7 +878,8 @@ class TopicLog:
         """A segment's records (used by time lookups and producer-state recovery), in TOPIC_FILE_SCHEMA's
         types."""
         with self.storage.open_input(f"{self.uri}/{segment.path}") as source:
-            return read_file(source, columns, segment.row_groups, segment.partition)
+            return read_file(source, columns, segment.row_groups, segment.partition,
+                             (segment.min_offset, segment.max_offset))
 
     def producer_history(self, producer_id: int, content: bool = False) -> pa.Table:
         """A producer's records in the log (partition, offset, timestamp, producer_id, producer_epoch,

@@ -217,9 +217,10 @@ def read_footer(storage: Storage, uri: str) -> pq.FileMetaData:
     return pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-length:]))
 
 
-def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
+def slices_of(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile] | None:
     """The index entries of a file holding several partitions: one per partition, from the slices its
-    writer put in the footer, or in a file written before those, from the statistics of its row groups."""
+    writer put in the footer, or in a file written before those, from the statistics of its row groups;
+    None when these cannot tell (a file another tool wrote: see content_index.py)."""
     packed = (footer.metadata or {}).get(PACKED_SLICES_KEY.encode())
     if packed is None:
         return _slices_of_row_groups(path, modification_time_ms, footer)
@@ -245,9 +246,12 @@ def _slices_of_packed(path: str, modification_time_ms: int, footer: pq.FileMetaD
     return slices
 
 
-def _slices_of_row_groups(path: str, modification_time_ms: int, footer: pq.FileMetaData) -> list[SegmentFile]:
+def _slices_of_row_groups(path: str, modification_time_ms: int,
+                          footer: pq.FileMetaData) -> list[SegmentFile] | None:
     """Slices of a file whose partitions each have their own row groups (written before packed files): from
-    the row groups' statistics (a partition's row groups are consecutive)."""
+    the row groups' statistics (a partition's row groups are consecutive). None unless each row group holds
+    one partition's dense run of offsets, after that partition's previous one: statistics of another tool's
+    row groups (partitions interleaved, offsets in any order) say nothing about where a partition starts."""
     columns: dict[str, int] = {}  # the statistics needed, by column index: reading each one costs
     for j in range(footer.num_columns if footer.num_row_groups else 0):
         name = footer.row_group(0).column(j).path_in_schema
@@ -257,6 +261,8 @@ def _slices_of_row_groups(path: str, modification_time_ms: int, footer: pq.FileM
     for i in range(footer.num_row_groups):
         group = footer.row_group(i)
         stats = {name: group.column(j).statistics for name, j in columns.items()}
+        if not _one_dense_run(stats, group.num_rows, slices):
+            return None
         partition = stats["partition"].min
         size = sum(group.column(j).total_compressed_size for j in range(group.num_columns))
         pids = stats.get("producer_id")
@@ -272,6 +278,17 @@ def _slices_of_row_groups(path: str, modification_time_ms: int, footer: pq.FileM
             slices.pop()
         slices.append(entry)
     return slices
+
+
+def _one_dense_run(stats: dict[str, Any], rows: int, before: list[SegmentFile]) -> bool:
+    """A row group's statistics describe one partition's run: one partition, offsets dense, after that
+    partition's earlier row groups."""
+    partition, offset = stats.get("partition"), stats.get("offset")
+    if any(s is None or not s.has_min_max for s in (partition, offset, stats.get("timestamp"))):
+        return False
+    if partition.min != partition.max or offset.max - offset.min + 1 != rows:
+        return False
+    return all(s.max_offset < offset.min for s in before if s.partition == partition.min)
 
 
 def row_groups_between(metadata: pq.FileMetaData, start: int, end: int | None = None,
@@ -298,7 +315,7 @@ def read_offsets(source: Any, start: int, end: int | None = None, columns: list[
     if not groups:
         empty = TOPIC_FILE_SCHEMA.empty_table()
         return (empty.select(columns) if columns else empty), parquet.metadata
-    table = _read_row_groups(parquet, groups, columns, _slice_partition(row_groups, partition))
+    table = _in_offset_order(_read_row_groups(parquet, groups, columns, _slice_partition(row_groups, partition)))
     offsets = table.column("offset")
     if table.num_rows and (offsets[0].as_py() < start or (end is not None and offsets[-1].as_py() >= end)):
         keep = pc.greater_equal(offsets, start)
@@ -309,14 +326,23 @@ def read_offsets(source: Any, start: int, end: int | None = None, columns: list[
 
 
 def read_file(source: Any, columns: list[str] | None = None, row_groups: Sequence[int] | None = None,
-              partition: int | None = None) -> pa.Table:
-    """A whole data file, or `partition`'s slice (its `row_groups`) of a file holding several, in
-    TOPIC_FILE_SCHEMA's types (delta-rs and lakelog store timestamps in microseconds; the schema says
-    milliseconds)."""
+              partition: int | None = None, bounds: tuple[int, int] | None = None) -> pa.Table:
+    """A whole data file, or `partition`'s slice (its `row_groups`) of a file holding several, in offset
+    order and TOPIC_FILE_SCHEMA's types (delta-rs and lakelog store timestamps in microseconds; the schema
+    says milliseconds). `bounds`: only the offsets from the first to the last given (an entry by content
+    is one run of its partition's offsets; the file may hold others)."""
+    read = columns if columns is None or bounds is None or "offset" in columns else [*columns, "offset"]
     if row_groups is None:
-        table = _without_partition(pq.read_table(source, columns=columns))
+        table = _without_partition(pq.read_table(source, columns=read))
     else:
-        table = _read_row_groups(pq.ParquetFile(source), row_groups, columns, _slice_partition(row_groups, partition))
+        table = _read_row_groups(pq.ParquetFile(source), row_groups, read, _slice_partition(row_groups, partition))
+    table = _in_offset_order(table)
+    if bounds is not None and table.num_rows:
+        offsets = table.column("offset")
+        if offsets[0].as_py() < bounds[0] or offsets[-1].as_py() > bounds[1]:
+            table = table.filter(pc.and_(pc.greater_equal(offsets, bounds[0]), pc.less_equal(offsets, bounds[1])))
+        if read is not columns:
+            table = table.drop_columns(["offset"])
     wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
     return table if table.schema == wanted else table.select(wanted.names).cast(wanted)
 
@@ -331,6 +357,14 @@ def _read_row_groups(parquet: pq.ParquetFile, groups: Sequence[int], columns: li
     table = parquet.read_row_groups(list(groups), columns=wanted, use_threads=False)
     ours = pc.equal(table.column("partition"), partition)
     return _without_partition(table if pc.all(ours).as_py() else table.filter(ours))
+
+
+def _in_offset_order(table: pa.Table) -> pa.Table:
+    """Rows in offset order: lakelog writes them so; another tool's rewrite (a Z-ORDER) may not."""
+    if table.num_rows < 2 or "offset" not in table.column_names:
+        return table
+    offsets = table.column("offset").to_numpy()
+    return table if bool(np.all(offsets[1:] > offsets[:-1])) else table.sort_by("offset")
 
 
 def _slice_partition(row_groups: Sequence[int] | None, partition: int | None) -> int | None:

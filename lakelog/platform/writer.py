@@ -19,7 +19,13 @@ import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import InvalidProducerEpoch, LakelogError, OutOfOrderSequence, ProducerStateChanged
+from lakelog.platform.errors import (
+    DataChangedOutside,
+    InvalidProducerEpoch,
+    LakelogError,
+    OutOfOrderSequence,
+    ProducerStateChanged,
+)
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
 from lakelog.platform.producer_state import ProducerStateManager
@@ -128,6 +134,14 @@ class TopicWriter:
                 assert appended is not None
             except ProducerStateChanged:
                 calls = accepted  # nothing was committed: check these calls again on the refreshed log
+                continue
+            except DataChangedOutside as exc:  # nothing was committed: the calls to other partitions go on
+                calls = []
+                for pending in accepted:
+                    if exc.partition in pending.partitions:
+                        fail(pending.future, exc)
+                    else:
+                        calls.append(pending)
                 continue
             except LakelogError as exc:
                 for pending in accepted:

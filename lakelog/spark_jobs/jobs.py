@@ -213,7 +213,7 @@ def _commit(job: str, broker: Broker, batch: list[Planned], report: JobReport) -
     if not removes:
         report.unchanged += len(batch)
         return True
-    if topic_log.commit_file_changes(adds, removes, data_change=job != "roll"):
+    if topic_log.commit_file_changes(adds, removes, data_change=job != "roll", job=job):  # roll: an OPTIMIZE
         report.commits += 1
         report.files_removed += len({f.path for f in removes})
         report.files_added += len(adds)

@@ -67,7 +67,8 @@ def read_range(connection: Connection, rng: OffsetRange, include_headers: bool,
 
 def _read_file(storage: Storage, rng: OffsetRange, ref: FileRef, position: int, columns: list[str]) -> pa.Table:
     with storage.open_input(f"{rng.table_uri}/{ref.path}") as source:
-        return read_offsets(source, position, rng.end, columns, row_groups=ref.row_groups,
+        # Up to the file's last offset: a file another tool wrote may hold the partition's later runs too.
+        return read_offsets(source, position, min(rng.end, ref.max_offset + 1), columns, row_groups=ref.row_groups,
                             partition=rng.partition)[0]
 
 

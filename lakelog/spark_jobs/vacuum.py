@@ -24,6 +24,7 @@ from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.delta_log import commit_uri, removed_paths
 from lakelog.platform.layout import SINK_STAGING
 from lakelog.platform.log import TopicLog
+from lakelog.platform.table_retention import advertise_retention
 from lakelog.spark_jobs.report import JobReport, Progress
 
 STATE_FILE = "_lakelog/vacuum.json"
@@ -49,6 +50,8 @@ def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: in
                                               f"delete {len(due)} files removed over "
                                               f"{meta.config.file_delete_delay_ms} ms ago"))
         if not dry_run:
+            # What is deleted now was advertised as kept no longer (and tables from before the rule catch up).
+            advertise_retention(lambda: topic_log, meta.config.file_delete_delay_ms)
             topic_log.storage.delete_files([f"{topic_log.uri}/{p}" for p in due])
             for p in due:
                 state["pending"].pop(p, None)

@@ -13,6 +13,7 @@ from lakelog.platform.log import TopicLog
 from lakelog.platform.segment import TableLayout
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import run_job
+from delta_readers import assert_duckdb_agrees
 from log_check import assert_topic_intact
 
 PARTITIONS = 3
@@ -26,6 +27,11 @@ def produce(broker: Broker, topic: str, flushes: int) -> dict[int, list[bytes]]:
         for r in records:
             sent[r.partition].append(r.value)
     return sent
+
+
+def acknowledged(sent: dict[int, list[bytes]]) -> dict[tuple[int, int], bytes]:
+    """Each value at its offset: a partition's offsets start at 0 in the order produced."""
+    return {(p, o): value for p, values in sent.items() for o, value in enumerate(values)}
 
 
 def values(broker: Broker, topic: str) -> dict[int, list[bytes]]:
@@ -45,6 +51,7 @@ def test_a_restarted_node_indexes_shared_files_from_their_footers(tmp_path) -> N
         assert {p: restarted.topic_log("t").segments(p) for p in range(PARTITIONS)} == written
         assert values(restarted, "t") == sent
     assert_topic_intact(root, "t")
+    assert_duckdb_agrees(root, "t", acked=acknowledged(sent))  # shared files, read by another Delta reader
 
 
 def test_the_roll_splits_shared_files_and_a_partial_removal_is_refused(tmp_path) -> None:
@@ -64,6 +71,7 @@ def test_the_roll_splits_shared_files_and_a_partial_removal_is_refused(tmp_path)
         assert all(len(after[p]) == 1 and not after[p][0].shared for p in after)
         assert values(broker, "t") == sent
     assert_topic_intact(root, "t")
+    assert_duckdb_agrees(root, "t", acked=acknowledged(sent))  # after the roll's OPTIMIZE commit
 
 
 def test_a_layout_1_table_keeps_working(tmp_path) -> None:
@@ -78,3 +86,4 @@ def test_a_layout_1_table_keeps_working(tmp_path) -> None:
         assert run_job("roll", broker).commits == 0  # small young files of one partition each: nothing due
         assert values(broker, "old") == sent
     assert_topic_intact(root, "old")
+    assert_duckdb_agrees(root, "old", acked=acknowledged(sent))  # the partition comes from the file's path

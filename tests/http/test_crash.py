@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from delta_readers import assert_duckdb_agrees
 from log_check import assert_root_intact
 from tests.conftest import s3_env
 from tests.http.conftest import ProcessServer, fetch_all
@@ -107,7 +108,10 @@ def run_crash(root: str, env: dict[str, str], load_seconds: float) -> None:
             check_group(c, load.committed)
     finally:
         restarted.terminate()
-    assert_root_intact(root, {name.lower(): value for name, value in env.items()})
+    storage = {name.lower(): value for name, value in env.items()}
+    assert_root_intact(root, storage)
+    # Another Delta reader (DuckDB's delta extension, on S3 too) sees the same rows and every acknowledged value.
+    assert_duckdb_agrees(root, TOPIC, storage, acked={where: value.encode() for value, where in load.acked.items()})
 
 
 def check_log(c: httpx.Client, acked: dict[str, tuple[int, int]]) -> None:

@@ -13,6 +13,7 @@ from lakelog.compaction import closed_segments
 from lakelog.platform import Record
 from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.spark_jobs.jobs import run_job
+from delta_readers import assert_duckdb_agrees
 from tests.spark.conftest import all_records
 
 
@@ -70,7 +71,7 @@ def run_with_traffic(job: str, broker, spark, producer: Producer, **kw):
     return report
 
 
-def test_roll_keeps_every_record_at_its_offset(spark, broker):
+def test_roll_keeps_every_record_at_its_offset(spark, broker, root):
     broker.create_topic("t", 2, {"segment.bytes": "20000"})
     producer = fill(broker, "t", 30)
     files_before = sum(len(broker.topic_log("t").segments(p)) for p in range(2))
@@ -82,13 +83,14 @@ def test_roll_keeps_every_record_at_its_offset(spark, broker):
     assert all(producer.acked[(r[1], r[2])] == (r[3], r[4]) for r in records)
     files_after = sum(1 for p in range(2) for f in broker.topic_log("t").segments(p) if f.min_offset < old_end[p])
     assert files_after < files_before  # the same records, in fewer files
+    assert_duckdb_agrees(root, "t", acked={where: value for where, (_, value) in producer.acked.items()})
     run_job("roll", broker, spark)  # the files produced during the first run
     version = broker.topic_log("t").version
     assert run_job("roll", broker, spark).commits == 0  # idempotent
     assert broker.topic_log("t").version == version
 
 
-def test_compaction_keeps_latest_per_key_and_offsets(spark, broker):
+def test_compaction_keeps_latest_per_key_and_offsets(spark, broker, root):
     broker.create_topic("c", 2, {"cleanup.policy": "compact", "delete.retention.ms": "3600000"})
     first = broker.produce("c", [Record(b"soon deleted", key=b"gone")])
     producer = fill(broker, "c", 12, keys=9)
@@ -108,6 +110,7 @@ def test_compaction_keeps_latest_per_key_and_offsets(spark, broker):
     after = all_records(broker, "c")
     assert [(r[1], r[2]) for r in after] == expected  # latest per key in the compacted range, the rest untouched
     assert all(producer.acked[(r[1], r[2])] == (r[3], r[4]) for r in after)  # same record at its original offset
+    assert_duckdb_agrees(root, "c", acked={where: producer.acked[where][1] for where in expected})  # after a DELETE
     gone = [r[4] for r in after if r[3] == b"gone"]
     assert gone == [None]  # the young tombstone survived, the value it deletes did not
     assert broker.list_offset("c", 0, "earliest") == 0  # compaction never moves the log start
@@ -127,7 +130,7 @@ def test_old_tombstones_are_dropped(spark, broker):
     assert [(r[2], r[3], r[4]) for r in all_records(broker, "c")] == [(1, b"b", b"y"), (3, b"c", b"z")]
 
 
-def test_retention_limits_and_consumer_below_log_start(spark, broker):
+def test_retention_limits_and_consumer_below_log_start(spark, broker, root):
     now = int(time.time() * 1000)
     broker.create_topic("r", 2, {"retention.ms": "3600000", "retention.bytes": "9000"})
     old = fill_rolled(broker, spark, "r", 1, 4, timestamp_ms=now - 7_200_000)  # two hours old: past retention.ms
@@ -154,6 +157,7 @@ def test_retention_limits_and_consumer_below_log_start(spark, broker):
     assert all(acked[(r[1], r[2])] == (r[3], r[4]) for r in remaining)
     starts = {p: broker.list_offset("r", p, "earliest") for p in range(2)}
     assert sorted((r[1], r[2]) for r in remaining) == sorted(k for k in acked if k[1] >= starts[k[0]])
+    assert_duckdb_agrees(root, "r", acked={k: value for k, (_, value) in acked.items() if k[1] >= starts[k[0]]})
     version = topic_log.version
     assert run_job("retention", broker).commits == 0 and topic_log.version == version
 
