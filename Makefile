@@ -28,9 +28,20 @@ demo: $(STAMP)
 # TEST_WORKERS= runs the first part serially too.
 TEST_WORKERS ?= -n 2 --dist loadgroup
 
-test: $(STAMP)
+# The independent Kafka clients of tests/kafka/test_independent_clients.py: kcat (Debian's package, below)
+# and KafkaJS, `npm ci` from the committed tests/kafka/js/package-lock.json (node and npm from Debian when
+# missing). A client that could not be installed skips its tests, and fails them under CI=true.
+KAFKAJS := tests/kafka/js
+$(KAFKAJS)/node_modules/.installed: $(KAFKAJS)/package-lock.json | $(STAMP)
+	@command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm) >/dev/null 2>&1 || true
+	@(cd $(KAFKAJS) && npm ci --no-audit --no-fund) > $(VENV)/npm-ci.log 2>&1 && touch $@ || \
+		(tail -5 $(VENV)/npm-ci.log; echo "npm ci in $(KAFKAJS) failed: the KafkaJS tests are skipped")
+
+test: $(STAMP) $(KAFKAJS)/node_modules/.installed
 	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
 		>/dev/null 2>&1 || echo "chromium (Debian package) is not installed: the web console test is skipped"
+	@command -v kcat >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
+		echo "kcat (Debian package) is not installed: the kcat tests are skipped"
 	@failed=""; \
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(TEST_WORKERS) \
 		--ignore=tests/cluster $(PYTEST_ARGS) || failed="$$failed the-parallel-part"; \

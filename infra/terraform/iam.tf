@@ -1,5 +1,5 @@
 # Four roles, each limited to what it uses:
-#   ecs_execution  pulls the image, writes the container log, reads the API keys and cluster secrets
+#   ecs_execution  pulls the image, writes the container log, reads the API keys, cluster and Kafka TLS secrets
 #   ecs_task       the lakelog server: objects under <root_prefix>/ only
 #   emr_job        the Spark jobs: objects under <root_prefix>/, read the artifacts, write job logs
 #   scheduler      EventBridge Scheduler: start job runs on this application, pass emr_job only
@@ -108,7 +108,7 @@ data "aws_iam_policy_document" "ecs_execution" {
   statement {
     sid       = "ReadSecrets"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = [local.api_keys_secret_arn, local.cluster_secret_arn]
+    resources = compact([local.api_keys_secret_arn, local.cluster_secret_arn, local.kafka_tls_secret_arn])
   }
 }
 

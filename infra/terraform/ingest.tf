@@ -14,7 +14,7 @@ locals {
     # every interval and is out of the cluster after the session timeout.
     LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS = tostring(var.broker_heartbeat_interval_ms)
     LAKELOG_BROKER_SESSION_TIMEOUT_MS    = tostring(var.broker_session_timeout_ms)
-  })
+  }, local.kafka_environment)
 
   cluster_secret_arn = var.cluster_secret_arn != null ? var.cluster_secret_arn : aws_secretsmanager_secret.cluster[0].arn
 
@@ -22,10 +22,13 @@ locals {
   # address the other nodes forward produce batches and group requests to)
   # set to http://<this task's private IP>:<port>. Fargate gives every
   # container the task metadata endpoint (v4) in ECS_CONTAINER_METADATA_URI_V4;
-  # the image's python reads the task's awsvpc address from it. Without an
-  # address the task exits, and ECS starts another one, rather than advertise
-  # an address no node can reach.
-  advertise_probe = <<-EOT
+  # the image's python reads the task's awsvpc address, and the private DNS
+  # name of its network interface, from it. Without an address the task
+  # exits, and ECS starts another one, rather than advertise an address no
+  # node can reach.
+  # With the Kafka listener, kafka.tf adds its part before `lakelog serve`:
+  # LAKELOG_KAFKA_ADVERTISE=<private DNS name>:<kafka_port>, and the TLS file.
+  advertise_probe   = <<-EOT
     import json, os, sys, time, urllib.request
     base = os.environ.get("ECS_CONTAINER_METADATA_URI_V4")
     if not base:
@@ -35,21 +38,29 @@ locals {
         try:
             with urllib.request.urlopen(base + "/task", timeout=2) as response:
                 task = json.load(response)
-            ip = next(a for c in task["Containers"] for n in c.get("Networks", []) for a in n.get("IPv4Addresses", []))
-            print("http://%s:${local.container_port}" % ip)
+            network = next(n for c in task["Containers"] for n in c.get("Networks", []) if n.get("IPv4Addresses"))
+            ip = network["IPv4Addresses"][0]
+            print(ip, network.get("PrivateDNSName") or ip)
             sys.exit(0)
         except Exception as exc:
             error = exc
             time.sleep(1)
     sys.exit("cannot read the private IP of this task from the task metadata endpoint: %r" % error)
   EOT
-  serve_command   = <<-EOT
+  advertise_command = <<-EOT
     set -eu
-    LAKELOG_ADVERTISE="$(python -c '${local.advertise_probe}')"
+    ADDRESSES="$(python -c '${local.advertise_probe}')"
+    TASK_IP="$${ADDRESSES%% *}"
+    TASK_DNS_NAME="$${ADDRESSES##* }"
+    LAKELOG_ADVERTISE="http://$TASK_IP:${local.container_port}"
     export LAKELOG_ADVERTISE
     echo "lakelog: advertising $LAKELOG_ADVERTISE to the other nodes" >&2
-    exec lakelog serve --host 0.0.0.0 --port ${local.container_port}
   EOT
+  serve_command = join("", [
+    local.advertise_command,
+    local.kafka_start_command, # kafka.tf: LAKELOG_KAFKA_ADVERTISE, the TLS file ("" without the listener)
+    "exec lakelog serve --host 0.0.0.0 --port ${local.container_port}\n",
+  ])
 }
 
 resource "aws_ecr_repository" "lakelog" {
@@ -169,16 +180,21 @@ resource "aws_ecs_task_definition" "ingest" {
       entryPoint = ["/bin/sh", "-c"]
       command    = [local.serve_command]
 
-      portMappings = [
-        { containerPort = local.container_port, protocol = "tcp", name = "http" },
-      ]
+      portMappings = concat(
+        [{ containerPort = local.container_port, protocol = "tcp", name = "http" }],
+        local.kafka ? [{ containerPort = var.kafka_port, protocol = "tcp", name = "kafka" }] : [],
+      )
 
       environment = [for k in sort(keys(local.service_environment)) : { name = k, value = local.service_environment[k] }]
 
-      secrets = [
-        { name = "LAKELOG_API_KEYS_JSON", valueFrom = local.api_keys_secret_arn },
-        { name = "LAKELOG_CLUSTER_SECRET", valueFrom = local.cluster_secret_arn },
-      ]
+      # The API keys also turn SASL/PLAIN on for the Kafka listener.
+      secrets = concat(
+        [
+          { name = "LAKELOG_API_KEYS_JSON", valueFrom = local.api_keys_secret_arn },
+          { name = "LAKELOG_CLUSTER_SECRET", valueFrom = local.cluster_secret_arn },
+        ],
+        local.kafka_tls ? [{ name = "KAFKA_TLS_PEM", valueFrom = local.kafka_tls_secret_arn }] : [],
+      )
 
       readonlyRootFilesystem = var.readonly_root_filesystem
       mountPoints = [
@@ -255,8 +271,18 @@ resource "aws_ecs_service" "ingest" {
     container_port   = local.container_port
   }
 
-  # The cluster secret must have its value before a task reads it.
-  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_iam_role_policy.ecs_execution, aws_iam_role_policy.ecs_task, aws_secretsmanager_secret_version.cluster]
+  # The Kafka bootstrap name (kafka.tf): ECS keeps each running task's IP in it.
+  dynamic "service_registries" {
+    for_each = local.kafka ? [aws_service_discovery_service.kafka[0].arn] : []
+
+    content {
+      registry_arn = service_registries.value
+    }
+  }
+
+  # The cluster secret (and the Kafka TLS secret, when written from files)
+  # must have its value before a task reads it.
+  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_iam_role_policy.ecs_execution, aws_iam_role_policy.ecs_task, aws_secretsmanager_secret_version.cluster, aws_secretsmanager_secret_version.kafka_tls]
 }
 
 # CPU target tracking between desired_count and max_task_count tasks. A new

@@ -87,3 +87,23 @@ output "region" {
   description = "AWS region of the deployment."
   value       = local.region
 }
+
+output "kafka_bootstrap_servers" {
+  description = "bootstrap.servers for Kafka clients in the VPC (the Cloud Map name of the tasks, kafka.<namespace>:<kafka_port>); null without the Kafka listener."
+  value       = local.kafka ? "${local.kafka_bootstrap_host}:${var.kafka_port}" : null
+}
+
+output "kafka_security_protocol" {
+  description = "security.protocol for Kafka clients: SASL_SSL (SASL/PLAIN: the principal as user name, its API key as password), SASL_PLAINTEXT with kafka_tls = false; null without the Kafka listener."
+  value       = local.kafka ? (local.kafka_tls ? "SASL_SSL" : "SASL_PLAINTEXT") : null
+}
+
+output "kafka_tls_dns_names" {
+  description = "The DNS names the Kafka listener's certificate must cover (subjectAltName): the bootstrap name and the tasks' private DNS names, which each task advertises. Empty without TLS."
+  value       = local.kafka_tls ? [local.kafka_bootstrap_host, "*.${local.kafka_task_domain}"] : []
+}
+
+output "kafka_tls_secret_arn" {
+  description = "Secrets Manager secret holding the Kafka listener's PEM bundle (certificate chain and private key): its ARN, not its value. Null without TLS."
+  value       = local.kafka_tls_secret_arn
+}

@@ -488,6 +488,110 @@ variable "service_environment" {
     )])
     error_message = "service_environment must not set LAKELOG_API_KEYS_JSON or LAKELOG_CLUSTER_SECRET (they come from Secrets Manager), nor LAKELOG_ROOT, LAKELOG_STORAGE__CONDITIONAL_PUT, LAKELOG_STORAGE__AWS_REGION, LAKELOG_JOBS_INTERVAL_S or LAKELOG_ADVERTISE (set by the module), nor LAKELOG_LINGER_MS, LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS or LAKELOG_BROKER_SESSION_TIMEOUT_MS (use the linger_ms, broker_heartbeat_interval_ms and broker_session_timeout_ms variables)."
   }
+
+  validation {
+    condition = alltrue([for k in keys(var.service_environment) : !contains(
+      ["LAKELOG_KAFKA_PORT", "LAKELOG_KAFKA_HOST", "LAKELOG_KAFKA_ADVERTISE", "LAKELOG_KAFKA_TLS_CERT_FILE", "LAKELOG_KAFKA_TLS_KEY_FILE"], k
+    )])
+    error_message = "service_environment must not set LAKELOG_KAFKA_PORT, LAKELOG_KAFKA_HOST, LAKELOG_KAFKA_ADVERTISE, LAKELOG_KAFKA_TLS_CERT_FILE or LAKELOG_KAFKA_TLS_KEY_FILE: the module sets the Kafka listener up from the kafka_* variables."
+  }
+}
+
+###############################################################################
+# Kafka listener (kafka.tf)
+###############################################################################
+
+variable "kafka_enabled" {
+  description = "Run lakelog's Kafka listener in every ingest task, for Kafka clients in the VPC: they bootstrap from one DNS name (Cloud Map, output kafka_bootstrap_servers) and then reach each task at the private address it advertises. False turns the listener off (LAKELOG_KAFKA_PORT=-1): HTTP only."
+  type        = bool
+  default     = true
+}
+
+variable "kafka_port" {
+  description = "TCP port of the Kafka listener in each task (LAKELOG_KAFKA_PORT), on the tasks' private addresses."
+  type        = number
+  default     = 9092
+
+  validation {
+    condition     = var.kafka_port >= 1 && var.kafka_port <= 65535 && floor(var.kafka_port) == var.kafka_port && var.kafka_port != 8080
+    error_message = "kafka_port must be a whole TCP port number between 1 and 65535, other than the HTTP port 8080."
+  }
+}
+
+variable "kafka_client_cidrs" {
+  description = "IPv4 CIDR blocks the Kafka clients connect from: the tasks' security group admits kafka_port from these and nothing else. Null admits the VPC created by the module (vpc_cidr); with an existing vpc_id, list them (e.g. the VPC's CIDR), or [] to admit none."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.kafka_client_cidrs == null ? true : alltrue([for c in var.kafka_client_cidrs : can(cidrhost(c, 0)) && !can(regex(":", c))])
+    error_message = "kafka_client_cidrs must be a list of IPv4 CIDR blocks (e.g. 10.40.0.0/16)."
+  }
+
+  validation {
+    condition     = var.kafka_client_cidrs != null || var.vpc_id == null || !var.kafka_enabled
+    error_message = "With an existing vpc_id, kafka_client_cidrs must list the CIDR blocks of the Kafka clients (e.g. the VPC's CIDR), or be [] to admit none."
+  }
+}
+
+variable "kafka_dns_namespace" {
+  description = "Private DNS namespace (Cloud Map, a Route 53 private hosted zone on the VPC) of the bootstrap name kafka.<namespace>. Null uses <name>.internal. The VPC must have DNS support and DNS hostnames on (the created VPC has)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kafka_dns_namespace == null || can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$", coalesce(var.kafka_dns_namespace, "x")))
+    error_message = "kafka_dns_namespace must be a lowercase DNS domain of at least two labels, such as lakelog.internal."
+  }
+}
+
+variable "kafka_tls" {
+  description = "TLS on the Kafka listener, so that clients use SASL_SSL (SASL/PLAIN with a principal and its API key, inside TLS). False serves SASL_PLAINTEXT: API keys would cross the network in clear text, so use it only for trials. The certificate and its key come from a Secrets Manager secret (kafka_tls_secret_arn, or the one the module creates)."
+  type        = bool
+  default     = true
+}
+
+variable "kafka_tls_secret_arn" {
+  description = "ARN of an existing Secrets Manager secret whose value is the Kafka listener's PEM bundle: the server certificate, its intermediates and its private key (unencrypted), in one string. Null creates the secret; its value then comes from kafka_tls_certificate_file and kafka_tls_private_key_file, or from you with `aws secretsmanager put-secret-value` (see the README)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kafka_tls_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+$", coalesce(var.kafka_tls_secret_arn, "x")))
+    error_message = "kafka_tls_secret_arn must be a Secrets Manager secret ARN or null."
+  }
+}
+
+variable "kafka_tls_certificate_file" {
+  description = "Path of a PEM file with the Kafka listener's certificate chain (server certificate first), valid for the names in the output kafka_tls_dns_names. With kafka_tls_private_key_file, the module writes both into the secret it creates, through a write-only attribute: neither file's content is in any plan or state; a new certificate rewrites the secret. Keep both files where every plan can read them. A relative path is relative to infra/terraform."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kafka_tls_certificate_file == null || can(regex("-----BEGIN CERTIFICATE-----", file(coalesce(var.kafka_tls_certificate_file, "/"))))
+    error_message = "kafka_tls_certificate_file must be a readable PEM file holding a certificate (-----BEGIN CERTIFICATE-----)."
+  }
+
+  validation {
+    condition     = (var.kafka_tls_certificate_file == null) == (var.kafka_tls_private_key_file == null)
+    error_message = "Give kafka_tls_certificate_file and kafka_tls_private_key_file together, or neither."
+  }
+
+  validation {
+    condition     = var.kafka_tls_certificate_file == null || var.kafka_tls_secret_arn == null
+    error_message = "kafka_tls_certificate_file goes into the secret the module creates: it cannot be combined with an existing kafka_tls_secret_arn."
+  }
+}
+
+variable "kafka_tls_private_key_file" {
+  description = "Path of the unencrypted PEM private key of kafka_tls_certificate_file. Read at every plan and written only through a write-only attribute (never in a plan or the state)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kafka_tls_private_key_file == null || can(regex("-----BEGIN ([A-Z]+ )?PRIVATE KEY-----", file(coalesce(var.kafka_tls_private_key_file, "/"))))
+    error_message = "kafka_tls_private_key_file must be a readable, unencrypted PEM private key (-----BEGIN PRIVATE KEY----- or -----BEGIN RSA/EC PRIVATE KEY-----)."
+  }
 }
 
 ###############################################################################

@@ -27,9 +27,11 @@ provider "aws" {
     iam                    = "@ENDPOINT@"
     kms                    = "@ENDPOINT@"
     logs                   = "@ENDPOINT@"
+    route53                = "@ENDPOINT@"
     s3                     = "@ENDPOINT@"
     scheduler              = "@ENDPOINT@"
     secretsmanager         = "@ENDPOINT@"
+    servicediscovery       = "@ENDPOINT@"
     sts                    = "@ENDPOINT@"
   }
 }

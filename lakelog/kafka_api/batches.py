@@ -1,9 +1,12 @@
-"""Kafka's v2 record batches to and from lakelog's columns, with aiokafka's compiled record codec.
+"""Kafka's record batches to and from lakelog's columns, with aiokafka's compiled record codec.
 
 Produce: each batch of a partition's records becomes one `RecordColumns` call (its records keep their
 partition, keys, values, headers and CreateTime timestamps) with the batch's idempotent-producer
 fields. Fetch: a partition's rows become one batch whose base offset is the first row's offset, so
 compacted gaps keep their offsets (offset deltas), compressed with the codec asked for.
+
+Produce v0-v2 and Fetch v0-v3 use the older message sets (magic 0 and 1) instead: converted here, at
+the edge, by `legacy_messages.py`, so the log holds the same columns whatever the client spoke.
 """
 
 from __future__ import annotations
@@ -15,12 +18,23 @@ import pyarrow as pa
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
+from kafka.protocol.api_key import ApiKey
 
+from lakelog.kafka_api import legacy_messages
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
+from lakelog.kafka_api.protocol import SUPPORTED
 from lakelog.platform.records import RecordColumns
 
 NO_PRODUCER = -1
 COMPRESSION = {"none": 0, "uncompressed": 0, "producer": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+ZSTD = 4
+FIRST_BATCH_PRODUCE, FIRST_ZSTD_PRODUCE = 3, 7  # Produce versions: v2 batches only; zstd allowed (KIP-110)
+NEWEST_PRODUCE = SUPPORTED[ApiKey.Produce][1]
+
+
+def fetch_magic(version: int) -> int:
+    """The message format a Fetch version reads: magic 0 up to v1, 1 up to v3, then v2 batches."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
 
 
 @dataclass(frozen=True)
@@ -35,15 +49,19 @@ class ProducedBatch:
         return self.producer_id >= 0
 
 
-def decode_produce(data: bytes | None, partition: int) -> list[ProducedBatch]:
-    """The batches of one partition's `records` field. Raises KafkaProtocolError (CORRUPT_MESSAGE,
-    UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_FOR_MESSAGE_FORMAT) for what cannot be written."""
+def decode_produce(data: bytes | None, partition: int, version: int = NEWEST_PRODUCE) -> list[ProducedBatch]:
+    """The batches of one partition's `records` field of a Produce of `version`. Raises KafkaProtocolError
+    (CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE) for what cannot be written."""
+    data = bytes(data or b"")
+    if version < FIRST_BATCH_PRODUCE and _first_magic(data) in (0, 1):
+        return [_legacy_batch(data, partition)]  # before v3 any format is taken, as Kafka takes it
     batches = []
-    records = MemoryRecords(bytes(data or b""))
+    records = MemoryRecords(data)
     try:
         while (batch := records.next_batch()) is not None:
-            batches.append(_produced(batch, partition))
-    except CorruptRecordException as exc:
+            batches.append(_produced(batch, partition, version))
+    except (CorruptRecordException, SystemError) as exc:  # SystemError: aiokafka's compiled reader on a size
+        # below -1 (found by fuzzing)
         raise KafkaProtocolError(f"corrupt record batch: {exc}", CODES["CORRUPT_MESSAGE"]) from None
     except UnsupportedCodecError as exc:
         raise KafkaProtocolError(str(exc), CODES["UNSUPPORTED_COMPRESSION_TYPE"]) from None
@@ -52,10 +70,27 @@ def decode_produce(data: bytes | None, partition: int) -> list[ProducedBatch]:
     return batches
 
 
-def _produced(batch, partition: int) -> ProducedBatch:  # type: ignore[no-untyped-def]
-    if batch.magic != 2:
-        raise KafkaProtocolError(f"record batches of magic {batch.magic} are not served (v2 only)",
-                                 CODES["UNSUPPORTED_FOR_MESSAGE_FORMAT"])
+def _first_magic(data: bytes) -> int | None:
+    return data[legacy_messages.MAGIC_AT] if len(data) > legacy_messages.MAGIC_AT else None
+
+
+def _legacy_batch(data: bytes, partition: int) -> ProducedBatch:
+    """A message set of magic 0 or 1 as one call: no producer id, no headers; magic 0 has no timestamps
+    (the broker stamps the records)."""
+    keys, values, timestamps = legacy_messages.decode(data)
+    headers: list[list[dict] | None] = [None] * len(values)
+    columns = RecordColumns(keys, values, headers, timestamps, [partition] * len(values))
+    return ProducedBatch(columns, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER)
+
+
+def _produced(batch, partition: int, version: int) -> ProducedBatch:  # type: ignore[no-untyped-def]
+    if getattr(batch, "magic", None) != 2:  # aiokafka's legacy batches have no `magic`; Kafka's words and code:
+        raise KafkaProtocolError(f"Produce requests with version {version} are only allowed to contain record "
+                                 "batches with magic version 2 (got a message set of magic 0 or 1)",
+                                 CODES["INVALID_RECORD"])
+    if version < FIRST_ZSTD_PRODUCE and batch.compression_type == ZSTD:
+        raise KafkaProtocolError(f"zstd batches need Produce v{FIRST_ZSTD_PRODUCE} or later (got v{version})",
+                                 CODES["UNSUPPORTED_COMPRESSION_TYPE"])
     if not batch.validate_crc():
         raise KafkaProtocolError("record batch CRC mismatch", CODES["CORRUPT_MESSAGE"])
     if batch.is_transactional or batch.is_control_batch:
@@ -70,14 +105,17 @@ def _produced(batch, partition: int) -> ProducedBatch:  # type: ignore[no-untype
     return ProducedBatch(columns, batch.producer_id, batch.producer_epoch, batch.base_sequence)
 
 
-def encode_fetch(rows: pa.Table, compression: int = 0) -> bytes:
-    """One v2 batch holding `rows` (TOPIC_SCHEMA columns, one partition, offsets ascending)."""
+def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2) -> bytes:
+    """`rows` (TOPIC_SCHEMA columns, one partition, offsets ascending) as one v2 batch, or as a message
+    set of magic 0 or 1 for the older Fetch versions."""
     if rows.num_rows == 0:
         return b""
     offsets = rows.column("offset").to_pylist()
     timestamps = rows.column("timestamp").cast(pa.int64()).to_pylist()
     keys = rows.column("key").to_pylist()
     values = rows.column("value").to_pylist()
+    if magic < 2:
+        return legacy_messages.encode(offsets, timestamps, keys, values, magic, compression)
     headers = rows.column("headers").to_pylist()
     base = offsets[0]
     builder = DefaultRecordBatchBuilder(2, compression, 0, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, 1 << 31)

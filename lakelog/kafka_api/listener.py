@@ -7,7 +7,12 @@ exception: each starts once the one before has its answer, as every call does in
 handles one request per connection at a time. Clients rely on it: a consumer's OffsetCommit followed by
 its JoinGroup must be durable before that JoinGroup can end the rebalance and hand the partition to a
 member that reads the committed offset. With authentication on, a connection must pass SASL/PLAIN
-(`sasl.py`) before anything but ApiVersions and the SASL calls.
+(`sasl.py`) before anything but ApiVersions and the SASL calls; after a SaslHandshake v0 the token comes
+as a raw frame without a Kafka header (as before KIP-152).
+
+Every refusal (a version or API not served, a frame that cannot be read, a call before authentication,
+an answer carrying a protocol error) is logged at WARNING through `refusals.py`, once a minute per
+client, API, version and cause.
 """
 
 from __future__ import annotations
@@ -20,17 +25,16 @@ from typing import Any, Awaitable, Callable
 
 from kafka.protocol.api_key import ApiKey
 
-from lakelog.kafka_api import errors, protocol
+from lakelog.kafka_api import errors, protocol, refusals, sasl
 from lakelog.kafka_api.context import Context, Services
-from lakelog.kafka_api.errors import KafkaProtocolError
 from lakelog.kafka_api.handlers import HANDLERS
 from lakelog.kafka_api.nodes import parse_address
 from lakelog.kafka_api.protocol import Call, Unanswerable
 
-log = logging.getLogger(__name__)
 BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
 CLOSE = object()  # the answer that ends a connection (None: a call without an answer, as acks=0)
 IN_FLIGHT = 64  # requests read ahead of their answers, per connection (Kafka clients send up to 5)
+EMPTY_FRAME = struct.pack(">i", 0)  # the answer to a raw SASL/PLAIN token: no challenge
 ONE_AT_A_TIME = frozenset({ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
                            ApiKey.OffsetCommit, ApiKey.OffsetFetch})  # the group coordinator's calls
 
@@ -83,6 +87,7 @@ class Connection:
         self.answers: asyncio.Queue[Awaitable[Any]] = asyncio.Queue(IN_FLIGHT)
         self.group_call: asyncio.Future[Any] | None = None  # the latest of ONE_AT_A_TIME
         self.closing = False
+        self.raw_sasl = False  # the next frame is a raw SASL token (after a SaslHandshake v0)
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send())
@@ -90,15 +95,20 @@ class Connection:
             while True:
                 size = struct.unpack(">i", await self.reader.readexactly(4))[0]
                 if not 0 < size <= protocol.MAX_FRAME_BYTES:
-                    log.warning("closing a Kafka connection from %s: frame of %d bytes", self.context.peer, size)
+                    self._refused(None, None, self.context.client_id, "bad frame size",
+                                  f"{size} bytes (at most {protocol.MAX_FRAME_BYTES})")
                     return
                 frame = await self.reader.readexactly(size)
-                answer = self._dispatch(frame)
-                await self.answers.put(answer)
+                if self.raw_sasl:
+                    await self.answers.put(self._sasl_token(frame))
+                else:
+                    answer = self._dispatch(frame)
+                    await self.answers.put(answer)
+                    if not self.closing and _is_sasl(frame):  # the identity changes: later calls wait for it
+                        await asyncio.shield(answer)
+                        self.raw_sasl = _is_handshake_v0(frame) and self.context.sasl_mechanism is not None
                 if self.closing:  # nothing after it is read
                     return
-                if _is_sasl(frame):  # the connection's identity changes: later calls wait for it
-                    await asyncio.shield(answer)
         finally:
             if not self.closing:
                 await self.answers.put(_ready(CLOSE))
@@ -107,41 +117,69 @@ class Connection:
     def _dispatch(self, frame: bytes) -> Awaitable[Any]:
         try:
             call = protocol.decode(frame)
-        except Unanswerable as unanswerable:
-            return self._close() if unanswerable.answer is None else _ready(unanswerable.answer)
+        except Unanswerable as refused:
+            closed = refused.answer is None  # else an ApiVersions the client retries in the version answered
+            self._refused(refused.api_key, refused.version, refused.client_id, refused.cause,
+                          protocol.served_range(refused.api_key), closed, logging.WARNING if closed else logging.INFO)
+            return self._close() if closed else _ready(refused.answer)
         except Exception as exc:  # a frame the codec cannot read: nothing the client could match it to
-            log.warning("closing a Kafka connection from %s: undecodable request (%s)", self.context.peer, exc)
+            api_key, version = struct.unpack_from(">hh", frame) if len(frame) >= 4 else (None, None)
+            self._refused(api_key, version, protocol.header_client_id(frame), "undecodable request", str(exc))
             return self._close()
         self.context.client_id = call.client_id
         if self.context.services_of() is not None and self._needs_authentication(call):
-            log.warning("closing a Kafka connection from %s: %s before SASL authentication",
-                        self.context.peer, ApiKey(call.api_key).name)
+            self._refused(call.api_key, call.version, call.client_id, "not authenticated",
+                          "SASL authentication must come first")
             return self._close()
         if call.api_key in ONE_AT_A_TIME:
             self.group_call = asyncio.ensure_future(self._answer_after(self.group_call, call))
             return self.group_call
         return asyncio.ensure_future(self._answer(call))
 
+    def _sasl_token(self, token: bytes) -> Awaitable[Any]:
+        """The raw SASL/PLAIN token after a SaslHandshake v0: an empty frame when it authenticates; else
+        the connection is closed, as Kafka closes it (v0 has no way to say why)."""
+        self.raw_sasl = False
+        try:
+            sasl.authenticate_raw(self.context, token)
+        except Exception as exc:
+            self._refused(ApiKey.SaslHandshake, 0, self.context.client_id, "SASL_AUTHENTICATION_FAILED", str(exc))
+            return self._close()
+        return _ready(EMPTY_FRAME)
+
     def _close(self) -> Awaitable[Any]:
         """The answer that closes the connection once the answers before it are sent."""
         self.closing = True
         return _ready(CLOSE)
+
+    def _refused(self, api_key: int | None, version: int | None, client_id: str | None, cause: str,
+                 detail: str = "", closed: bool = True, level: int = logging.WARNING) -> None:
+        refusals.REFUSALS.refuse(self.context.peer, client_id, api_key, version, cause, detail, closed, level)
 
     def _needs_authentication(self, call: Call) -> bool:
         services = self.context.services_of()
         enabled = services is not None and services.authorizer.enabled
         return enabled and not self.context.authenticated and call.api_key not in BEFORE_AUTHENTICATION
 
-    async def _answer(self, call: Call) -> bytes | None:
+    async def _answer(self, call: Call) -> Any:
         try:
             response = await HANDLERS[call.api_key](self.context, call)
-        except KafkaProtocolError as exc:
-            log.info("Kafka request refused: %s", exc)
-            return protocol.error_answer(call.api_key, call.version, call.correlation_id, exc.code)
         except Exception as exc:  # a handler answers per-item errors itself: this is the whole call failing
             code = errors.error_code(exc)
-            return protocol.error_answer(call.api_key, call.version, call.correlation_id, code)
-        return None if response is None else call.answer(response)
+            answer = protocol.error_answer(call.api_key, call.version, call.correlation_id, code)
+            if answer is None or code in refusals.REFUSAL_CODES:
+                self._refused(call.api_key, call.version, call.client_id, refusals.NAMES.get(code, str(code)),
+                              errors.error_message(exc), closed=answer is None)
+            if answer is None:  # no error field to carry it: an answer would read as an empty success
+                self.closing = True
+                return CLOSE
+            return answer
+        if response is None:
+            return None
+        for code, message in refusals.item_refusals(response).items():
+            self._refused(call.api_key, call.version, call.client_id, refusals.NAMES.get(code, str(code)),
+                          message or "", closed=False)
+        return call.answer(response)
 
     async def _answer_after(self, previous: asyncio.Future[Any] | None, call: Call) -> bytes | None:
         if previous is not None:
@@ -152,7 +190,10 @@ class Connection:
         while True:
             answer = await (await self.answers.get())
             if answer is CLOSE:
+                self.closing = True
                 self.writer.close()  # the reader sees the end and stops
+                while not self.answers.empty():  # a reader waiting for room (a call closed late) stops too
+                    self.answers.get_nowait()
                 break
             if answer is not None:
                 self.writer.write(answer)
@@ -161,6 +202,10 @@ class Connection:
 
 def _is_sasl(frame: bytes) -> bool:
     return struct.unpack_from(">h", frame)[0] in (ApiKey.SaslHandshake, ApiKey.SaslAuthenticate)
+
+
+def _is_handshake_v0(frame: bytes) -> bool:
+    return struct.unpack_from(">hh", frame) == (ApiKey.SaslHandshake, 0)
 
 
 def _ready(answer: Any) -> Awaitable[Any]:

@@ -2,9 +2,12 @@
 
 The message schemas are kafka-python's, generated from Kafka's JSON message definitions, so every
 version (flexible ones with compact fields and tagged fields included) comes from the same source as
-Kafka's own. lakelog serves the versions below: the ones current kafka-python, aiokafka and librdkafka
-negotiate, capped where a newer version needs something lakelog does not keep (topic ids, Fetch
-sessions' leader epochs, transactions).
+Kafka's own. lakelog serves every version Kafka 3.9 serves down to v0 (old clients, sarama's and
+librdkafka's defaults among them, still send v0 and v1), capped at the top where a newer version needs
+something lakelog does not keep (topic ids, batched lookups it does not implement).
+
+A request outside the table is refused as Kafka refuses it: ApiVersions with UNSUPPORTED_VERSION in
+v0 (KIP-511), anything else by closing the connection. Never an empty, error-free answer.
 """
 
 from __future__ import annotations
@@ -24,31 +27,40 @@ from kafka.protocol.metadata import ApiVersionsResponse
 
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
 
-# (lowest, highest) version served, per API. Produce starts at 3 (v2 record batches), as in Kafka 4.
+# (lowest, highest) version served, per API: Kafka 3.9's ranges, capped where noted.
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.Produce: (3, 9),
-    ApiKey.Fetch: (4, 12),
-    ApiKey.ListOffsets: (1, 7),
-    ApiKey.Metadata: (1, 12),
-    ApiKey.OffsetCommit: (2, 8),
-    ApiKey.OffsetFetch: (1, 7),
-    ApiKey.FindCoordinator: (0, 3),
-    ApiKey.JoinGroup: (0, 7),
+    ApiKey.Produce: (0, 11),  # v0-v2 carry message sets (magic 0 and 1): batches.py converts them
+    ApiKey.Fetch: (0, 12),  # v13+ name topics by id (lakelog has no topic ids); v0-v3 answer message sets
+    ApiKey.ListOffsets: (0, 8),
+    ApiKey.Metadata: (0, 12),
+    ApiKey.OffsetCommit: (0, 9),
+    ApiKey.OffsetFetch: (0, 7),  # v8+ batch several groups in one request: not implemented
+    ApiKey.FindCoordinator: (0, 5),  # v6 (KIP-932 share groups) is Kafka 4's
+    ApiKey.JoinGroup: (0, 9),
     ApiKey.Heartbeat: (0, 4),
-    ApiKey.LeaveGroup: (0, 4),
+    ApiKey.LeaveGroup: (0, 5),
     ApiKey.SyncGroup: (0, 5),
     ApiKey.DescribeGroups: (0, 5),
-    ApiKey.ListGroups: (0, 4),
-    ApiKey.SaslHandshake: (1, 1),  # v0 would mean raw SASL frames; v1 wraps them in SaslAuthenticate
+    ApiKey.ListGroups: (0, 5),
+    ApiKey.SaslHandshake: (0, 1),  # v0: the SASL tokens follow as raw frames (the listener reads them)
     ApiKey.ApiVersions: (0, 3),
-    ApiKey.CreateTopics: (0, 5),
-    ApiKey.DeleteTopics: (0, 5),
-    ApiKey.InitProducerId: (0, 4),
+    ApiKey.CreateTopics: (0, 6),  # v7 answers topic ids
+    ApiKey.DeleteTopics: (0, 5),  # v6 names topics by id
+    ApiKey.InitProducerId: (0, 5),
     ApiKey.DescribeConfigs: (0, 4),
     ApiKey.SaslAuthenticate: (0, 2),
     ApiKey.CreatePartitions: (0, 3),
     ApiKey.DeleteGroups: (0, 2),
     ApiKey.IncrementalAlterConfigs: (0, 1),
+    ApiKey.DeleteRecords: (0, 2),
+    ApiKey.DescribeAcls: (0, 3),
+    ApiKey.CreateAcls: (0, 3),
+    ApiKey.DeleteAcls: (0, 3),
+    ApiKey.AlterConfigs: (0, 2),
+    ApiKey.DescribeLogDirs: (0, 4),
+    ApiKey.OffsetDelete: (0, 0),
+    ApiKey.DescribeCluster: (0, 2),
+    ApiKey.DescribeProducers: (0, 0),
 }
 UNSUPPORTED_VERSION = CODES["UNSUPPORTED_VERSION"]
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -88,23 +100,46 @@ class Call:
 
 def decode(frame: bytes) -> Call:
     """A request frame (without its size prefix). Raises Unanswerable for an API or version lakelog
-    does not serve; it carries the answer to send."""
+    does not serve (with the answer to send, if any)."""
     if len(frame) < 8:
         raise KafkaProtocolError(f"a request frame of {len(frame)} bytes is shorter than a header")
     api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
     served = SUPPORTED.get(api_key)  # type: ignore[call-overload]
     if served is None or not served[0] <= version <= served[1]:
-        raise Unanswerable(unsupported_answer(api_key, version, correlation_id))
+        raise Unanswerable(api_key, version, header_client_id(frame), unsupported_answer(api_key, correlation_id))
     request = REQUESTS[api_key].decode(frame, version=version, header=True)
     return Call(api_key, version, correlation_id, request.header.client_id, request)
 
 
-class Unanswerable(Exception):
-    """A request outside what lakelog serves, with the answer that tells the client so."""
+def header_client_id(frame: bytes) -> str | None:
+    """The client id of a request header of any version (a nullable int16-length string after the
+    correlation id in every header version), for a request that is not decoded further."""
+    if len(frame) < 10:
+        return None
+    size = struct.unpack_from(">h", frame, 8)[0]
+    return None if size < 0 else frame[10:10 + size].decode("utf-8", "replace")
 
-    def __init__(self, answer: bytes | None) -> None:
-        super().__init__("unsupported API or version")
-        self.answer = answer
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"
+
+
+def served_range(api_key: int) -> str:
+    served = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    return "not served" if served is None else f"served {served[0]}-{served[1]}"
+
+
+class Unanswerable(Exception):
+    """A request outside what lakelog serves. `answer` is what tells the client so (ApiVersions only);
+    None: the connection is closed, as Kafka closes it."""
+
+    def __init__(self, api_key: int, version: int, client_id: str | None, answer: bytes | None) -> None:
+        self.api_key, self.version, self.client_id, self.answer = api_key, version, client_id, answer
+        self.cause = "unknown API" if api_key not in SUPPORTED else "UNSUPPORTED_VERSION"
+        super().__init__(f"{api_name(api_key)} v{version}: {self.cause} ({served_range(api_key)})")
 
 
 def api_versions_response(error_code: int = 0) -> ApiVersionsResponse:
@@ -113,20 +148,22 @@ def api_versions_response(error_code: int = 0) -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=0)
 
 
-def unsupported_answer(api_key: int, version: int, correlation_id: int) -> bytes | None:
-    """UNSUPPORTED_VERSION in the shape the client can read: ApiVersions answers in v0 with the versions
-    served (KIP-511); another API known to the codec answers its top-level error code where it has one.
-    None: nothing the client could decode (an API unknown to the codec)."""
+def unsupported_answer(api_key: int, correlation_id: int) -> bytes | None:
+    """ApiVersions answers UNSUPPORTED_VERSION in v0 with the versions served (KIP-511), so the client can
+    pick one and ask again; any other API gets nothing (the listener closes the connection, as Kafka does:
+    an answer the client did not ask for in a version it may not read would be taken for a success)."""
     if api_key == ApiKey.ApiVersions:
         return Call(api_key, 0, correlation_id, None, None).answer(api_versions_response(UNSUPPORTED_VERSION))
-    return error_answer(api_key, version, correlation_id, UNSUPPORTED_VERSION)
+    return None
 
 
 def error_answer(api_key: int, version: int, correlation_id: int, code: int) -> bytes | None:
-    """An answer carrying only `code`, in its top-level error field where the API has one (else an empty
-    answer); None when the codec does not know the API at that version."""
+    """An answer carrying only `code`, where the API has a top-level error code at that version; None
+    when it has none (an answer without it would read as an empty success: the listener closes instead)."""
     response_class = RESPONSES.get(api_key)
     if response_class is None or not 0 <= version <= response_class.max_version:
         return None
-    fields = {"error_code": code} if "error_code" in response_class.fields else {}
-    return Call(api_key, version, correlation_id, None, None).answer(response_class(**fields))
+    field = response_class.fields.get("error_code")
+    if field is None or not field.for_version_q(version):
+        return None
+    return Call(api_key, version, correlation_id, None, None).answer(response_class(error_code=code))

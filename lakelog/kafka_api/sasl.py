@@ -35,6 +35,15 @@ async def authenticate(context: Context, call: Call) -> SaslAuthenticateResponse
     return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
 
 
+def authenticate_raw(context: Context, token: bytes) -> None:
+    """The raw token that follows a SaslHandshake v0 (no SaslAuthenticate around it). Raises
+    AuthenticationFailed (or the server's state error): the listener then closes the connection."""
+    if context.sasl_mechanism is None or context.authenticated:
+        raise AuthenticationFailed("a raw SASL token without a SaslHandshake first")
+    context.principal = plain_principal(context, token)
+    context.authenticated = True
+
+
 def plain_principal(context: Context, token: bytes) -> str:
     """RFC 4616: [authzid] NUL authcid NUL password."""
     parts = token.split(b"\0")

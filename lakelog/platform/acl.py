@@ -154,6 +154,13 @@ class AclStore:
         self._write(removed, deleted=True)
         return removed
 
+    def remove(self, acls: Iterable[Acl]) -> list[Acl]:
+        """Delete these ACLs (those that exist), in one write: for a selection no AclFilter expresses."""
+        with self._lock:
+            present = [a for a in acls if a in self._acls]
+        self._write(present, deleted=True)
+        return present
+
     def _write(self, acls: list[Acl], deleted: bool) -> None:
         if not acls:
             return

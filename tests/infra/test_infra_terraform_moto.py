@@ -5,7 +5,8 @@ server on 127.0.0.1), checks through boto3 of what a user relies on, then
 The working copy is a temporary copy of infra/terraform plus the test-only
 provider override (infra/test/override.tf.tpl); the variables are
 infra/test/moto.tfvars plus an ACM certificate created in moto, so the HTTPS
-listener is deployed too. The gaps of moto the stack needs filled are listed in
+listener is deployed too, and the Kafka listener with SASL_SSL: a self-signed
+certificate and key given as files, and two client CIDR blocks. The gaps of moto the stack needs filled are listed in
 moto_local.py and the README (Deploy to AWS).
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tf_helpers import TF_TEST_DIR, Terraform, make_workdir
+from tf_helpers import TF_TEST_DIR, Terraform, make_workdir, self_signed_certificate
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(900)]
 
@@ -27,6 +28,8 @@ NAME = "lakelog-test"
 ROOT_PREFIX = "lakelog"
 ARTIFACTS_PREFIX = "lakelog-artifacts"
 JOBS = ("retention", "roll", "compact", "vacuum")
+KAFKA_CLIENT_CIDRS = ["10.40.0.0/16", "192.0.2.0/24"]
+KAFKA_BOOTSTRAP_HOST = f"kafka.{NAME}.internal"
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Stack:
     args: list[str]
     outputs: dict[str, Any]
     certificate_arn: str
+    kafka_certificate: Path
+    kafka_key: Path
     destroyed: bool = False
     roles: dict[str, dict] = field(default_factory=dict)
 
@@ -55,9 +60,17 @@ def stack(terraform, initialized_module, local_aws, tmp_path_factory):
     workdir = make_workdir(initialized_module, tmp_path_factory.mktemp("tf-apply"), local_aws.endpoint)
     acm = local_aws.client("acm")
     certificate_arn = acm.request_certificate(DomainName="lakelog.example.test")["CertificateArn"]
-    args = [f"-var-file={TF_TEST_DIR / 'moto.tfvars'}", "-var", f"certificate_arn={certificate_arn}"]
+    kafka_certificate, kafka_key = self_signed_certificate(
+        tmp_path_factory.mktemp("kafka-tls"), [KAFKA_BOOTSTRAP_HOST, "*.ec2.internal"])
+    args = [
+        f"-var-file={TF_TEST_DIR / 'moto.tfvars'}",
+        "-var", f"certificate_arn={certificate_arn}",
+        "-var", f"kafka_client_cidrs={json.dumps(KAFKA_CLIENT_CIDRS)}",
+        "-var", f"kafka_tls_certificate_file={kafka_certificate}",
+        "-var", f"kafka_tls_private_key_file={kafka_key}",
+    ]
 
-    applied = Stack(terraform, workdir, local_aws, args, {}, certificate_arn)
+    applied = Stack(terraform, workdir, local_aws, args, {}, certificate_arn, kafka_certificate, kafka_key)
     try:
         terraform.run(["apply", "-auto-approve", "-input=false", "-no-color", "-parallelism=20", *args], workdir, timeout=600)
         raw = json.loads(terraform.run(["output", "-json", "-no-color"], workdir).stdout)
@@ -260,9 +273,14 @@ def test_only_the_load_balancer_is_reachable_from_outside(stack):
     service = stack.client("ecs").describe_services(cluster=stack.outputs["ecs_cluster_name"], services=[stack.outputs["ecs_service_name"]])["services"][0]
     (task_sg,) = service["networkConfiguration"]["awsvpcConfiguration"]["securityGroups"]
     # The tasks take the service port from the load balancer and from each
-    # other (node-to-node requests), from nothing else.
-    ingress = by_id[task_sg]["IpPermissions"]
-    assert {(p["IpProtocol"], p["FromPort"], p["ToPort"]) for p in ingress} == {("tcp", 8080, 8080)}
+    # other (node-to-node requests), and the Kafka port from the listed
+    # client CIDR blocks; nothing else.
+    by_port = {(p["IpProtocol"], p["FromPort"], p["ToPort"]): p for p in by_id[task_sg]["IpPermissions"]}
+    assert set(by_port) == {("tcp", 8080, 8080), ("tcp", 9092, 9092)}
+    kafka = by_port[("tcp", 9092, 9092)]
+    assert sorted(r["CidrIp"] for r in kafka["IpRanges"]) == sorted(KAFKA_CLIENT_CIDRS)
+    assert kafka["UserIdGroupPairs"] == [] and kafka.get("Ipv6Ranges", []) == []
+    ingress = [by_port[("tcp", 8080, 8080)]]
     assert all(p["IpRanges"] == [] and p.get("Ipv6Ranges", []) == [] for p in ingress)
     sources = {pair["GroupId"] for p in ingress for pair in p["UserIdGroupPairs"]}
     (alb_sg,) = sources - {task_sg}
@@ -283,9 +301,11 @@ def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secrets(stac
     assert container["entryPoint"] == ["/bin/sh", "-c"]
     (script,) = container["command"]
     assert "ECS_CONTAINER_METADATA_URI_V4" in script and "export LAKELOG_ADVERTISE" in script
+    assert 'LAKELOG_KAFKA_ADVERTISE="$TASK_DNS_NAME:9092"' in script and "export LAKELOG_KAFKA_ADVERTISE" in script
     assert script.rstrip().endswith("exec lakelog serve --host 0.0.0.0 --port 8080")
     assert container["stopTimeout"] == 60
-    assert container["portMappings"][0]["containerPort"] == 8080
+    assert [(m["containerPort"], m["protocol"], m["name"]) for m in container["portMappings"]] == [
+        (8080, "tcp", "http"), (9092, "tcp", "kafka")]
 
     env = {e["name"]: e["value"] for e in container["environment"]}
     assert env["LAKELOG_ROOT"] == root == stack.outputs["root_uri"]
@@ -295,11 +315,17 @@ def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secrets(stac
     assert env["LAKELOG_LINGER_MS"] == "200"
     assert env["LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS"] == "2000"
     assert env["LAKELOG_BROKER_SESSION_TIMEOUT_MS"] == "9000"
+    # The Kafka listener: SASL (the API keys) over TLS (the PEM bundle, written
+    # by the command to the file lakelog reads).
+    assert env["LAKELOG_KAFKA_PORT"] == "9092"
+    assert env["LAKELOG_KAFKA_TLS_CERT_FILE"] == "/tmp/lakelog-kafka-tls.pem"
+    assert "/tmp/lakelog-kafka-tls.pem" in script and "KAFKA_TLS_PEM" in script
     assert not any("KEY" in name and "API" in name for name in env), "API keys come from Secrets Manager only"
-    assert not any("SECRET" in name for name in env), "the cluster secret comes from Secrets Manager only"
-    assert container["secrets"] == [
-        {"name": "LAKELOG_API_KEYS_JSON", "valueFrom": stack.outputs["api_keys_secret_arn"]},
-        {"name": "LAKELOG_CLUSTER_SECRET", "valueFrom": stack.outputs["cluster_secret_arn"]},
+    assert not any("SECRET" in name or "PEM" in name for name in env), "the cluster secret and the TLS key come from Secrets Manager only"
+    assert sorted((s["name"], s["valueFrom"]) for s in container["secrets"]) == [
+        ("KAFKA_TLS_PEM", stack.outputs["kafka_tls_secret_arn"]),
+        ("LAKELOG_API_KEYS_JSON", stack.outputs["api_keys_secret_arn"]),
+        ("LAKELOG_CLUSTER_SECRET", stack.outputs["cluster_secret_arn"]),
     ]
 
     logs = container["logConfiguration"]
@@ -356,7 +382,8 @@ def test_cluster_secret_has_a_generated_value_that_terraform_never_holds(stack):
     task_def = _task_definition(stack)
     (policy,) = _inline_policies(stack.client("iam"), _role_name(task_def["executionRoleArn"]))
     readers = [s for s in _statements(policy) if "secretsmanager:GetSecretValue" in _as_list(s["Action"])]
-    assert [set(_as_list(s["Resource"])) for s in readers] == [{stack.outputs["api_keys_secret_arn"], arn}]
+    assert [set(_as_list(s["Resource"])) for s in readers] == [
+        {stack.outputs["api_keys_secret_arn"], arn, stack.outputs["kafka_tls_secret_arn"]}]
     task_role = _role_name(task_def["taskRoleArn"])
     (task_policy,) = _inline_policies(stack.client("iam"), task_role)
     assert not any(a.startswith("secretsmanager:") for s in _statements(task_policy) for a in _as_list(s["Action"]))
@@ -364,6 +391,47 @@ def test_cluster_secret_has_a_generated_value_that_terraform_never_holds(stack):
     # password) leaves the secret's version alone.
     plan = stack.terraform.run(["plan", "-input=false", "-lock=false", "-no-color", *stack.args], stack.workdir)
     assert "# aws_secretsmanager_secret_version.cluster" not in plan.stdout, plan.stdout[-4000:]
+
+
+def test_kafka_bootstrap_name_is_a_cloud_map_service_of_the_tasks(stack):
+    sd = stack.client("servicediscovery")
+    (namespace,) = [n for n in sd.list_namespaces()["Namespaces"] if n["Name"] == f"{NAME}.internal"]
+    assert namespace["Type"] == "DNS_PRIVATE"
+    zone = namespace["Properties"]["DnsProperties"]["HostedZoneId"]
+    assert stack.client("route53").get_hosted_zone(Id=zone)["HostedZone"]["Config"]["PrivateZone"] is True
+    (service,) = [s for s in sd.list_services()["Services"] if s["Name"] == "kafka"]
+    service = sd.get_service(Id=service["Id"])["Service"]
+    assert service["DnsConfig"]["NamespaceId"] == namespace["Id"]
+    assert service["DnsConfig"]["RoutingPolicy"] == "MULTIVALUE"
+    assert service["DnsConfig"]["DnsRecords"] == [{"Type": "A", "TTL": 10}]
+    assert service["HealthCheckCustomConfig"] == {"FailureThreshold": 1}
+
+    # The ECS service registers its tasks under that name.
+    ecs = stack.client("ecs").describe_services(cluster=stack.outputs["ecs_cluster_name"], services=[stack.outputs["ecs_service_name"]])["services"][0]
+    assert [r["registryArn"] for r in ecs["serviceRegistries"]] == [service["Arn"]]
+
+    assert stack.outputs["kafka_bootstrap_servers"] == f"{KAFKA_BOOTSTRAP_HOST}:9092"
+    assert stack.outputs["kafka_security_protocol"] == "SASL_SSL"
+    assert stack.outputs["kafka_tls_dns_names"] == [KAFKA_BOOTSTRAP_HOST, "*.ec2.internal"]
+
+
+def test_kafka_tls_secret_holds_the_certificate_and_key_that_terraform_never_holds(stack):
+    sm = stack.client("secretsmanager")
+    arn = stack.outputs["kafka_tls_secret_arn"]
+    assert arn not in (stack.outputs["api_keys_secret_arn"], stack.outputs["cluster_secret_arn"])
+    value = sm.get_secret_value(SecretId=arn)["SecretString"]
+    certificate, key = stack.kafka_certificate.read_text().strip(), stack.kafka_key.read_text().strip()
+    assert value == f"{certificate}\n{key}\n", "one PEM bundle: the certificate chain, then the key"
+
+    # Written through a write-only attribute: no line of the key is in the
+    # state or the outputs.
+    state = (stack.workdir / "terraform.tfstate").read_text()
+    outputs = stack.terraform.run(["output", "-json", "-no-color"], stack.workdir).stdout
+    key_lines = [line for line in key.splitlines() if not line.startswith("-----")]
+    assert key_lines and not any(line in state or line in outputs for line in key_lines)
+    # Planning again with the same certificate leaves the secret alone.
+    plan = stack.terraform.run(["plan", "-input=false", "-lock=false", "-no-color", *stack.args], stack.workdir)
+    assert "# aws_secretsmanager_secret_version.kafka_tls" not in plan.stdout, plan.stdout[-4000:]
 
 
 def test_ecr_repository_scans_and_keeps_tags_immutable(stack):
@@ -449,6 +517,7 @@ def test_outputs_hold_no_secret(stack):
     assert not any(v["sensitive"] for v in raw.values())
     assert stack.outputs["api_keys_secret_arn"].startswith("arn:aws:secretsmanager:")
     assert stack.outputs["cluster_secret_arn"].startswith("arn:aws:secretsmanager:")
+    assert stack.outputs["kafka_tls_secret_arn"].startswith("arn:aws:secretsmanager:")
 
 
 # ------------------------------------------------------------------ destroy
@@ -468,3 +537,5 @@ def test_destroy_removes_the_stack(stack):
     assert stack.client("scheduler").list_schedules()["Schedules"] == []
     assert [r for r in stack.client("iam").list_roles()["Roles"] if r["RoleName"].startswith(f"{NAME}-")] == []
     assert stack.client("elbv2").describe_load_balancers()["LoadBalancers"] == []
+    assert stack.client("servicediscovery").list_namespaces()["Namespaces"] == []
+    assert stack.client("servicediscovery").list_services()["Services"] == []

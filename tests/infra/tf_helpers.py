@@ -54,3 +54,16 @@ def make_workdir(initialized: Path, dest: Path, endpoint: str | None) -> Path:
         override = (TF_TEST_DIR / "override.tf.tpl").read_text().replace("@ENDPOINT@", endpoint)
         (work / "override.tf").write_text(override)
     return work
+
+
+def self_signed_certificate(folder: Path, names: list[str]) -> tuple[Path, Path]:
+    """A self-signed certificate for the DNS ``names`` and its unencrypted
+    key, as PEM files in ``folder`` (made with the openssl command, as a user
+    would for a first deployment)."""
+    certificate, key = folder / "kafka.crt", folder / "kafka.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={names[0]}",
+         "-addext", "subjectAltName=" + ",".join(f"DNS:{n}" for n in names), "-keyout", str(key), "-out", str(certificate)],
+        check=True, capture_output=True,
+    )
+    return certificate, key

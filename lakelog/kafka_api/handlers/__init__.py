@@ -8,7 +8,18 @@ from kafka.protocol.api_key import ApiKey
 
 from lakelog.kafka_api import sasl
 from lakelog.kafka_api.context import Context
-from lakelog.kafka_api.handlers import admin, fetch, groups, metadata, produce
+from lakelog.kafka_api.handlers import (
+    acls,
+    admin,
+    alter_configs,
+    cluster,
+    fetch,
+    groups,
+    metadata,
+    offset_delete,
+    produce,
+    records_admin,
+)
 from lakelog.kafka_api.protocol import Call
 
 Handler = Callable[[Context, Call], Awaitable[object]]
@@ -37,4 +48,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: groups.list_groups,
     ApiKey.DescribeGroups: groups.describe_groups,
     ApiKey.DeleteGroups: groups.delete_groups,
+    ApiKey.OffsetDelete: offset_delete.offset_delete,
+    ApiKey.AlterConfigs: alter_configs.alter_configs,
+    ApiKey.DeleteRecords: records_admin.delete_records,
+    ApiKey.DescribeLogDirs: records_admin.describe_log_dirs,
+    ApiKey.DescribeProducers: records_admin.describe_producers,
+    ApiKey.DescribeCluster: cluster.describe_cluster,
+    ApiKey.DescribeAcls: acls.describe_acls,
+    ApiKey.CreateAcls: acls.create_acls,
+    ApiKey.DeleteAcls: acls.delete_acls,
 }

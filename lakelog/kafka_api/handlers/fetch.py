@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
-from lakelog.kafka_api.batches import COMPRESSION, encode_fetch
+from lakelog.kafka_api.batches import COMPRESSION, ZSTD, encode_fetch, fetch_magic
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.broker import Broker
@@ -28,7 +29,8 @@ PartitionData = TopicData.PartitionData
 OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 OffsetsPartition = OffsetsTopic.ListOffsetsPartitionResponse
 MAX_RECORDS = 1_000_000  # the byte limits govern; this only bounds one read
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, EARLIEST_LOCAL = -1, -2, -4  # -4 (v8+, KIP-405): all of lakelog's log is "local"
+FIRST_ZSTD_FETCH = 10  # KIP-110: older consumers cannot read zstd
 
 
 @dataclass(frozen=True)
@@ -51,15 +53,21 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
                 refused[(topic.topic, p.partition)] = CODES["TOPIC_AUTHORIZATION_FAILED"]
     services = context.services
     wait_ms = min(request.max_wait_ms, services.settings.max_poll_timeout_ms)
+    internal = [w for w in wanted if offsets_topic.is_offsets_topic(w.topic)]  # generated, not in a table
+    wanted = [w for w in wanted if not offsets_topic.is_offsets_topic(w.topic)]
     found = await blocking(read_partitions, services.broker, wanted, request.max_bytes or 2**31 - 1,
                            max(request.min_bytes, 1), wait_ms)
+    found.update(await offsets_topic.fetch_partitions(context, internal, 0 if wanted else wait_ms, call.version))
     responses: dict[str, list[PartitionData]] = {}
+    magic = fetch_magic(call.version)  # v0-v3 read message sets of magic 0 or 1
     for topic in request.topics:
         compression = _compression(services, topic.topic)
+        if compression == ZSTD and call.version < FIRST_ZSTD_FETCH:
+            compression = 0  # lakelog compresses at fetch time: it answers what the consumer can read
         for p in topic.partitions:
             key = (topic.topic, p.partition)
             responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
-                                                                    compression))
+                                                                    compression, magic))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
                          responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
 
@@ -73,12 +81,14 @@ def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
 
 
 def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
-               compression: int) -> PartitionData:
+               compression: int, magic: int) -> PartitionData:
+    if isinstance(result, PartitionData):  # __consumer_offsets: answered whole
+        return result
     if isinstance(result, FetchResult):
         return PartitionData(partition_index=index, error_code=0, high_watermark=result.high_watermark,
                              last_stable_offset=result.high_watermark, log_start_offset=result.log_start_offset,
                              aborted_transactions=[], preferred_read_replica=-1,
-                             records=encode_fetch(result.records, compression))
+                             records=encode_fetch(result.records, compression, magic))
     code = refused if refused is not None else error_code(result) if result is not None else CODES[
         "UNKNOWN_TOPIC_OR_PARTITION"]
     return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
@@ -119,17 +129,23 @@ async def list_offsets(context: Context, call: Call) -> ListOffsetsResponse:
     topics = []
     for topic in request.topics:
         allowed = context.allowed("describe", "topic", topic.name)
-        partitions = [await _offset(context, topic.name, p.partition_index, p.timestamp, allowed)
-                      for p in topic.partitions]
+        partitions = [await _offset(context, topic.name, p, allowed, call.version) for p in topic.partitions]
         topics.append(OffsetsTopic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def _offset(context: Context, topic: str, partition: int, timestamp: int,
-                  allowed: bool) -> OffsetsPartition:
+async def _offset(context: Context, topic: str, wanted, allowed: bool,  # type: ignore[no-untyped-def]
+                  version: int) -> OffsetsPartition:
+    partition, timestamp = wanted.partition_index, wanted.timestamp
     if not allowed:
         return _offset_error(partition, CODES["TOPIC_AUTHORIZATION_FAILED"])
+    if offsets_topic.is_offsets_topic(topic):
+        return await offsets_topic.list_offset(context, partition, timestamp, version)
     try:
+        if version == 0:
+            offsets = await blocking(old_style_offsets, context.services.broker, topic, partition, timestamp,
+                                     wanted.max_num_offsets)
+            return OffsetsPartition(partition_index=partition, error_code=0, old_style_offsets=offsets)
         offset, found_at = await blocking(offset_for, context.services.broker, topic, partition, timestamp)
     except LakelogError as exc:
         return _offset_error(partition, error_code(exc))
@@ -146,7 +162,7 @@ def offset_for(broker: Broker, topic: str, partition: int, timestamp: int) -> tu
     after `timestamp` ((-1, -1) when there is none, as Kafka answers)."""
     if timestamp == LATEST:
         return broker.list_offset(topic, partition, "latest"), -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return broker.list_offset(topic, partition, "earliest"), -1
     if timestamp < 0:
         raise InvalidRequest(f"ListOffsets timestamp {timestamp} is not served (latest -1, earliest -2, or a time)")
@@ -157,3 +173,14 @@ def offset_for(broker: Broker, topic: str, partition: int, timestamp: int) -> tu
     if record.num_rows == 0:
         return -1, -1
     return int(record.column("offset")[0].as_py()), int(record.column("timestamp").cast(pa.int64())[0].as_py())
+
+
+def old_style_offsets(broker: Broker, topic: str, partition: int, timestamp: int, max_offsets: int) -> list[int]:
+    """ListOffsets v0's list. Kafka lists the base offsets of the segments written before `timestamp`,
+    newest first; lakelog has no such segments and answers the one offset v1 finds (latest, earliest, or
+    the first record at or after the time, else the log end offset, as Kafka's list starts there too),
+    in a list of at most `max_offsets`."""
+    if timestamp < 0 and timestamp not in (LATEST, EARLIEST):
+        raise InvalidRequest(f"ListOffsets v0 timestamp {timestamp} is not served (latest -1, earliest -2, or a time)")
+    spec: str | int = "latest" if timestamp == LATEST else "earliest" if timestamp == EARLIEST else timestamp
+    return [broker.list_offset(topic, partition, spec)][:max(max_offsets, 0)]

@@ -172,7 +172,7 @@ async def offset_fetch(context: Context, call: Call) -> OffsetFetchResponse:
         await asyncio.gather(*map(asyncio.wrap_future, in_flight), return_exceptions=True)
         committed = _committed(context, request.group_id)
     except Exception as exc:
-        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=error_code(exc))
+        return _offset_fetch_failed(request, call.version, error_code(exc))
     if request.topics is None:  # every topic the group committed
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
@@ -192,6 +192,17 @@ async def offset_fetch(context: Context, call: Call) -> OffsetFetchResponse:
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)
 
 
+def _offset_fetch_failed(request, version: int, code: int) -> OffsetFetchResponse:  # type: ignore[no-untyped-def]
+    """The group's error: top-level from v2; before v2 there is no such field, so every partition asked
+    carries it (an answer without it would read as "nothing committed")."""
+    if version >= 2:
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=code)
+    topics = [FetchTopic(name=t.name, partitions=[
+        FetchPartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)
+        for p in t.partition_indexes]) for t in request.topics or []]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=code)
+
+
 def _committed(context: Context, group: str) -> dict:
     try:
         return context.services.coordinator.committed(group)
@@ -204,7 +215,11 @@ def _committed(context: Context, group: str) -> dict:
 
 async def list_groups(context: Context, call: Call) -> ListGroupsResponse:
     states = set(call.body.states_filter or []) if call.version >= 4 else set()
-    groups = [ListGroupsResponse.ListedGroup(group_id=g, protocol_type="consumer", group_state=state)
+    types = {t.lower() for t in call.body.types_filter or []} if call.version >= 5 else set()
+    if types and "classic" not in types:  # v5 (KIP-848): every lakelog group is of Kafka's classic type
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[])
+    groups = [ListGroupsResponse.ListedGroup(group_id=g, protocol_type="consumer", group_state=state,
+                                             group_type="classic")
               for g, state in context.services.coordinator.list_groups()
               if context.allowed("describe", "group", g) and (not states or state in states)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
 from lakelog.kafka_api import nodes, protocol
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.handlers import offsets_topic
+from lakelog.kafka_api.handlers.cluster import cluster_operations  # v8-v10 answer them (librdkafka asks)
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.errors import UnknownTopicOrPartition
@@ -25,8 +29,9 @@ async def metadata(context: Context, call: Call) -> MetadataResponse:
     request = call.body
     broker = context.services.broker
     known = {meta.name: meta for meta in await blocking(broker.list_topics)}
-    if request.topics is None:  # all topics (those the caller may describe)
-        names = [n for n in sorted(known) if context.allowed("describe", "topic", n)]
+    if request.topics is None or (call.version == 0 and not request.topics):  # all topics (v0 asks with [])
+        names = [n for n in sorted(known) if context.allowed("describe", "topic", n)]  # the caller may describe
+        names += offsets_topic.listed(context, known)  # Kafka lists its internal topic too
     else:
         names = [t.name for t in request.topics]
     topics = [_topic(context, name, known.get(name)) for name in names]
@@ -34,12 +39,15 @@ async def metadata(context: Context, call: Call) -> MetadataResponse:
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=None) for b in nodes.brokers(context)],
-        cluster_id=context.services.settings.kafka_cluster_id, controller_id=local.broker_id, topics=topics)
+        cluster_id=context.services.settings.kafka_cluster_id, controller_id=local.broker_id, topics=topics,
+        authorized_operations=cluster_operations(context) if request.include_cluster_authorized_operations else None)
 
 
 def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyped-def]
     if not context.allowed("describe", "topic", name):
         return Topic(error_code=CODES["TOPIC_AUTHORIZATION_FAILED"], name=name, is_internal=False, partitions=[])
+    if meta is None and offsets_topic.is_offsets_topic(name):
+        return offsets_topic.metadata_topic(context)
     if meta is None:
         return Topic(error_code=error_code(UnknownTopicOrPartition(name)), name=name, is_internal=False,
                      partitions=[])
@@ -52,12 +60,21 @@ def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyp
 
 async def find_coordinator(context: Context, call: Call) -> FindCoordinatorResponse:
     request = call.body
-    if request.key_type == TRANSACTION_KEY:
-        return FindCoordinatorResponse(error_code=CODES["COORDINATOR_NOT_AVAILABLE"], node_id=-1, host="", port=-1,
-                                       error_message="transactions are not supported")
-    if not context.allowed("describe", "group", request.key):
-        return FindCoordinatorResponse(error_code=CODES["GROUP_AUTHORIZATION_FAILED"], node_id=-1, host="",
-                                       port=-1, error_message=f"may not describe group {request.key!r}")
-    coordinator = nodes.coordinator(context, request.key)
-    return FindCoordinatorResponse(error_code=0, error_message=None, node_id=coordinator.broker_id,
-                                   host=coordinator.host, port=coordinator.port)
+    if call.version >= 4:  # KIP-699: several keys in one request, one answer each
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(key=key, **_coordinator(context, request.key_type, key))
+            for key in request.coordinator_keys])
+    return FindCoordinatorResponse(throttle_time_ms=0, **_coordinator(context, request.key_type, request.key))
+
+
+def _coordinator(context: Context, key_type: int, key: str) -> dict[str, Any]:
+    """The coordinator of one key, as the fields of an answer (top-level before v4, per key from v4)."""
+    if key_type == TRANSACTION_KEY:
+        return dict(error_code=CODES["COORDINATOR_NOT_AVAILABLE"], node_id=-1, host="", port=-1,
+                    error_message="transactions are not supported")
+    if not context.allowed("describe", "group", key):
+        return dict(error_code=CODES["GROUP_AUTHORIZATION_FAILED"], node_id=-1, host="", port=-1,
+                    error_message=f"may not describe group {key!r}")
+    coordinator = nodes.coordinator(context, key)
+    return dict(error_code=0, error_message=None, node_id=coordinator.broker_id, host=coordinator.host,
+                port=coordinator.port)

@@ -18,6 +18,7 @@ from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 from lakelog.kafka_api.batches import ProducedBatch, decode_produce
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code, error_message
+from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import TopicAuthorizationFailed
@@ -72,6 +73,8 @@ async def _submit(context: Context, topic: str, partition: int, records: bytes |
     try:
         if not context.allowed("write", "topic", topic):
             raise TopicAuthorizationFailed(f"principal {context.principal!r} may not write topic {topic!r}")
+        if offsets_topic.is_offsets_topic(topic):
+            raise offsets_topic.produce_refused(context)
         services = context.services
         if topic not in services.open_topics:  # the first use opens the table: storage I/O off the loop
             await blocking(services.broker.topic, topic)
@@ -79,7 +82,7 @@ async def _submit(context: Context, topic: str, partition: int, records: bytes |
         acks = "all" if request.acks == -1 else request.acks
         return [services.broker.produce_async(topic, batch.records, acks, request.timeout_ms,
                                               _producer(batch, partition))
-                for batch in decode_produce(records, partition)]
+                for batch in decode_produce(records, partition, request.API_VERSION)]
     except Exception as exc:
         return exc
 

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from typing import Callable, Literal, Protocol
 
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.platform.groups.classic import consumer_assignment, consumer_subscription
+from lakelog.platform.groups.membership import Group
 from lakelog.platform.groups.offsets import CommittedOffset
 from lakelog.platform.records import TopicPartition
 
@@ -153,11 +155,26 @@ def plan_reset(log: Offsets, committed: dict[TopicPartition, CommittedOffset], s
 def lag_rows(offsets: dict[TopicPartition, CommittedOffset], log_ends: dict[TopicPartition, int],
              owners: dict[TopicPartition, str]) -> list[PartitionLag]:
     """One row per partition the group committed or a member owns; lag = log end - committed
-    (unknown without a commit or when the topic is gone)."""
+    (unknown without a commit, with a negative one or when the topic is gone)."""
     rows = []
     for tp in sorted(set(offsets) | set(owners)):
         current = offsets[tp].offset if tp in offsets else None
         end = log_ends.get(tp)
-        lag = max(end - current, 0) if end is not None and current is not None else None
+        known = end is not None and current is not None and current >= 0  # below 0: a client's marker (-1, -2)
+        lag = max(end - current, 0) if known else None  # type: ignore[operator]
         rows.append(PartitionLag(tp[0], tp[1], current, end, lag, owners.get(tp)))
     return rows
+
+
+def subscribed_topics(group: Group) -> set[str] | None:
+    """The topics the group's active members read (subscribed or assigned); None: members of a protocol
+    other than the consumer one, whose subscriptions cannot be read."""
+    topics = {t for m in group.members.values() for t in (*m.options.topics, *(tp[0] for tp in m.assignment))}
+    classic = group.classic
+    if classic is not None and classic.members:
+        if classic.protocol_type != "consumer":
+            return None
+        for m in classic.members.values():
+            topics.update(consumer_subscription(m.metadata(classic.protocol_name)))
+            topics.update(t for t, _ in consumer_assignment(m.assignment))
+    return topics

@@ -24,7 +24,7 @@ from typing import Callable
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.platform.cluster.errors import NotCoordinator
-from lakelog.platform.groups import admin, positions
+from lakelog.platform.groups import admin, offsets_topic, positions
 from lakelog.platform.groups.classic import (
     ClassicGroup,
     JoinRequest,
@@ -33,6 +33,7 @@ from lakelog.platform.groups.classic import (
 )
 from lakelog.platform.groups.errors import (
     GroupIdNotFound,
+    GroupSubscribedToTopic,
     IllegalGeneration,
     InconsistentGroupProtocol,
     NonEmptyGroup,
@@ -272,15 +273,16 @@ class GroupCoordinator:
                offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
         """Validate and queue a commit; the future completes once the offsets are durable.
 
-        A group of Kafka-protocol members checks the member and generation its own way (classic.py)."""
+        A group of Kafka-protocol members checks the member and generation its own way (classic.py).
+        Offsets are not checked against the log: a client may store -1 or -2 (KafkaJS's resetOffsets) and
+        resolve them itself; the HTTP API validates its own input."""
         check_group_id(group_id)
-        for topic, partition, offset, _ in offsets:
-            if offset < 0:
-                raise InvalidRequest(f"offset for {topic}-{partition} must be >= 0, got {offset}")
-            meta = self.broker.topic(topic)
-            if not 0 <= partition < meta.partitions:
+        for topic, partition, _, _ in offsets:
+            count = offsets_topic.PARTITIONS if topic == offsets_topic.OFFSETS_TOPIC else self.broker.topic(
+                topic).partitions
+            if not 0 <= partition < count:
                 raise UnknownTopicOrPartition(
-                    f"unknown partition {partition} of topic {topic!r} (partitions 0..{meta.partitions - 1})")
+                    f"unknown partition {partition} of topic {topic!r} (partitions 0..{count - 1})")
         with self._lock:
             group = self.membership.groups.get(group_id)
             if group is not None and group.kafka_members:
@@ -384,6 +386,28 @@ class GroupCoordinator:
             group = self.membership.groups.get(group_id)
             if group is not None and not group.members:
                 del self.membership.groups[group_id]
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, Exception | None]:
+        """Kafka's OffsetDelete: remove committed offsets of a group; per partition None, or why it is kept.
+        A topic the group's active members subscribe to is refused (they would commit it again), as in
+        Kafka; a group of another protocol type is refused whole while it has members (NON_EMPTY_GROUP)."""
+        with self._lock:
+            group = self._group(group_id)
+            subscribed = admin.subscribed_topics(group)
+        if subscribed is None:
+            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {group.classic.protocol_type!r}; "
+                                "its offsets can be deleted once it is empty")  # type: ignore[union-attr]
+        refused = {tp: GroupSubscribedToTopic(f"group {group_id!r} has active members subscribed to topic {tp[0]!r}")
+                   for tp in partitions if tp[0] in subscribed}
+        chosen = [tp for tp in partitions if tp not in refused]
+        if chosen:
+            self.store.flush()  # commits accepted before the delete land before it
+            self.store.delete_offsets(group_id, chosen)
+            with self._lock:
+                kept = self.membership.groups.get(group_id)
+                for tp in chosen if kept is not None else ():
+                    kept.committed.pop(tp, None)  # type: ignore[union-attr]
+        return {tp: refused.get(tp) for tp in partitions}
 
     def lag(self, group_id: str) -> list[admin.PartitionLag]:
         """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
@@ -550,8 +574,8 @@ class GroupCoordinator:
         for tp in sorted(set(committed) | owned):
             try:
                 end = self.broker.topic_log(tp[0]).log_end_offset(tp[1])
-                start = committed[tp].offset if tp in committed else self.broker.topic_log(tp[0]).log_start_offset(
-                    tp[1])
+                held = committed[tp].offset if tp in committed else -1  # below 0: a marker, not a position
+                start = held if held >= 0 else self.broker.topic_log(tp[0]).log_start_offset(tp[1])
             except UnknownTopicOrPartition:
                 continue
             lag[tp] = max(end - start, 0)

@@ -68,3 +68,9 @@ class MemberIdRequired(LakelogError):
     def __init__(self, message: str, member_id: str) -> None:
         super().__init__(message)
         self.member_id = member_id
+
+
+class GroupSubscribedToTopic(LakelogError):
+    """OffsetDelete of a topic the group's active members subscribe to (they would commit it again)."""
+
+    code = "GROUP_SUBSCRIBED_TO_TOPIC"

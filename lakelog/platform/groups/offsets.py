@@ -111,7 +111,16 @@ class OffsetStore:
     def delete_group(self, group_id: str) -> int:
         """Remove every committed offset of a group from the table (Kafka's DeleteGroups); answers how
         many rows went. A concurrent append conflicting with the delete is retried until the timeout."""
-        predicate = "\"group\" = '{}'".format(group_id.replace("'", "''"))
+        return self._delete(f'"group" = {_sql(group_id)}', f"the offsets of group {group_id!r}")
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> int:
+        """Remove a group's committed offsets of these partitions (Kafka's OffsetDelete)."""
+        if not partitions:
+            return 0
+        chosen = " OR ".join(f'("topic" = {_sql(t)} AND "partition" = {int(p)})' for t, p in sorted(set(partitions)))
+        return self._delete(f'"group" = {_sql(group_id)} AND ({chosen})', f"offsets of group {group_id!r}")
+
+    def _delete(self, predicate: str, what: str) -> int:
         deadline = time.monotonic() + self._timeout_s
         while True:
             try:
@@ -121,7 +130,7 @@ class OffsetStore:
             except (CommitFailedError, *STORAGE_ERRORS) as exc:
                 self.failures += 1
                 if time.monotonic() >= deadline:
-                    raise StorageUnavailable(f"could not delete the offsets of group {group_id!r}: {exc}") from exc
+                    raise StorageUnavailable(f"could not delete {what}: {exc}") from exc
                 time.sleep(STORAGE_RETRY_PAUSE_S)
 
     def close(self) -> None:
@@ -170,3 +179,8 @@ class OffsetStore:
         self._on_durable(rows, stamp)
         for pending in batch:
             succeed(pending.future, None)
+
+
+def _sql(text: str) -> str:
+    """A string literal of a delete predicate."""
+    return "'{}'".format(text.replace("'", "''"))

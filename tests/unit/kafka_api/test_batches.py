@@ -79,3 +79,16 @@ def test_fetched_rows_read_back_with_their_offsets(codec: int) -> None:
 
 def test_nothing_to_fetch_is_no_batch() -> None:
     assert encode_fetch(rows([])) == b""
+
+
+def test_zstd_batches_need_produce_v7_as_in_kafka() -> None:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
+
+    builder = AioBuilder(2, 4, 0, -1, -1, -1, 1 << 20)  # zstd, written by aiokafka (cramjam)
+    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"v" * 100, headers=[])
+    zstd = bytes(builder.build())
+    with pytest.raises(KafkaProtocolError) as refused:
+        decode_produce(zstd, 0, version=6)
+    assert refused.value.code == CODES["UNSUPPORTED_COMPRESSION_TYPE"]
+    (batch,) = decode_produce(zstd, 0, version=7)
+    assert batch.records.values == [b"v" * 100]

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import EndTxnResponse
 
 from lakelog.kafka_api import protocol
 from lakelog.kafka_api.errors import CODES
@@ -46,15 +45,26 @@ def test_an_api_versions_request_of_an_unknown_version_is_answered_in_v0_with_wh
         (int(key), lo, hi) for key, (lo, hi) in protocol.SUPPORTED.items()}
 
 
-def test_an_api_not_served_gets_its_error_code_or_nothing() -> None:
-    end_txn = struct.pack(">hhih", ApiKey.EndTxn, 3, 9, -1)
-    with pytest.raises(protocol.Unanswerable) as unanswerable:
-        protocol.decode(end_txn)
-    answer = EndTxnResponse.decode(unanswerable.value.answer, version=3, header=True, framed=True)
-    assert answer.header.correlation_id == 9 and answer.error_code == CODES["UNSUPPORTED_VERSION"]
-    with pytest.raises(protocol.Unanswerable) as unknown:
-        protocol.decode(struct.pack(">hhih", 999, 0, 9, -1))
-    assert unknown.value.answer is None  # nothing a client could read: the listener closes the connection
+def test_an_api_or_version_not_served_gets_no_answer_but_what_to_log() -> None:
+    for api_key, version in ((ApiKey.EndTxn, 3), (ApiKey.Metadata, 13), (999, 0)):
+        with pytest.raises(protocol.Unanswerable) as unanswerable:
+            protocol.decode(struct.pack(">hhih", api_key, version, 9, 3) + b"old")
+        assert unanswerable.value.answer is None  # the listener closes the connection, as Kafka does
+        assert (unanswerable.value.api_key, unanswerable.value.version, unanswerable.value.client_id) == (
+            api_key, version, "old")
+    assert unanswerable.value.cause == "unknown API"
+
+
+@pytest.mark.parametrize("api_key,version,has_error_field", [
+    (ApiKey.JoinGroup, 0, True), (ApiKey.Metadata, 0, False), (ApiKey.Fetch, 6, False), (ApiKey.Fetch, 7, True),
+    (ApiKey.FindCoordinator, 3, True), (ApiKey.FindCoordinator, 4, False), (ApiKey.OffsetFetch, 1, False)])
+def test_an_error_answer_exists_only_where_the_version_has_a_top_level_error_code(
+        api_key: ApiKey, version: int, has_error_field: bool) -> None:
+    answer = protocol.error_answer(api_key, version, 9, CODES["INVALID_REQUEST"])
+    assert (answer is not None) == has_error_field
+    if answer is not None:
+        read = protocol.RESPONSES[api_key].decode(answer, version=version, header=True, framed=True)
+        assert read.error_code == CODES["INVALID_REQUEST"]
 
 
 def test_the_readme_table_lists_the_versions_served() -> None:
