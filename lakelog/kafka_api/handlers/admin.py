@@ -355,7 +355,9 @@ async def incremental_alter_configs(context: Context, call: Call) -> Incremental
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
 
-async def _alter_resource(context: Context, resource: Any, validate_only: bool) -> None:
+def alterable_topic(context: Context, resource: Any) -> str:
+    """The topic a config resource of AlterConfigs or IncrementalAlterConfigs names, once the principal may
+    alter it; a broker resource or another type is refused."""
     name = resource.resource_name
     if resource.resource_type == BROKER:
         raise InvalidRequest("broker configs are the node's lakelog settings: they change in its configuration")
@@ -363,6 +365,11 @@ async def _alter_resource(context: Context, resource: Any, validate_only: bool) 
         raise InvalidRequest(f"config resource type {resource.resource_type} is not served (topic {TOPIC})")
     if not context.allowed("alter", "topic", name):
         raise TopicAuthorizationFailed(f"principal {context.principal!r} may not alter topic {name!r}")
+    return name
+
+
+async def _alter_resource(context: Context, resource: Any, validate_only: bool) -> None:
+    name = alterable_topic(context, resource)
     await blocking(_alter_topic, context.services.broker, name, list(resource.configs), validate_only)
 
 

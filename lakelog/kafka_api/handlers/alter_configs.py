@@ -16,21 +16,19 @@ from kafka.protocol.admin import AlterConfigsResponse
 
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.handlers.admin import (  # the same per-item machinery as the other config APIs
-    BROKER,
     DEFAULTS,
     READ_ONLY_KEYS,
-    TOPIC,
     _codes,
     _current_topic,
     _duplicate,
     _each,
     _validate_alter,
+    alterable_topic,
 )
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.acl import TopicAuthorizationFailed
 from lakelog.platform.broker import Broker
-from lakelog.platform.errors import InvalidConfig, InvalidRequest
+from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.topic_config import KNOWN_KEYS
 
 AlteredResource = AlterConfigsResponse.AlterConfigsResourceResponse
@@ -46,13 +44,7 @@ async def alter_configs(context: Context, call: Call) -> AlterConfigsResponse:
 
 
 async def _replace(context: Context, resource: Any, validate_only: bool) -> None:
-    name = resource.resource_name
-    if resource.resource_type == BROKER:
-        raise InvalidRequest("broker configs are the node's lakelog settings: they change in its configuration")
-    if resource.resource_type != TOPIC:
-        raise InvalidRequest(f"config resource type {resource.resource_type} is not served (topic {TOPIC})")
-    if not context.allowed("alter", "topic", name):
-        raise TopicAuthorizationFailed(f"principal {context.principal!r} may not alter topic {name!r}")
+    name = alterable_topic(context, resource)
     config = replaced_config(resource.configs)  # refused before any storage I/O
     await blocking(_apply, context.services.broker, name, config, validate_only)
 
