@@ -3,6 +3,12 @@
 The HTTP tier, the CLI and the Spark jobs all go through this class. It holds
 one `TopicLog` (one DeltaTable) and one flush thread per topic, opened on
 first use.
+
+Put together from its parts: the produce face in `broker_produce.py` (`Producing`), the per-topic
+machinery in `open_topic.py`, fetch and the high watermark in `fetch.py`. This module owns the
+node's set-up, topic admin, the cluster view, the doors to fetch and replication admin, and the
+lifecycle. Any thread may call it (its own state is under `_lock`); its background threads are the
+deadline reaper and, with sites, the replication schedule.
 """
 
 from __future__ import annotations
@@ -10,40 +16,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-import pyarrow as pa
-
+from lakelog.platform.broker_produce import Producing, parse_acks
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.cluster import Membership, Node
 from lakelog.platform.cluster.errors import NotInCluster
-from lakelog.platform.cluster.forwarding import NodeClient, TopicForwarder
+from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.ownership import topic_key
-from lakelog.platform.cluster.wire import ForwardedCall
-from lakelog.platform.clock import now_ms
-from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.fetch import Fetcher
 from lakelog.platform.log import PartitionState, TopicLog
-from lakelog.platform.partitioner import Partitioner
-from lakelog.platform.producer_state import ProducerStateManager
-from lakelog.platform.writer import PendingProduce, TopicWriter
-from lakelog.platform.records import (
-    FetchResult,
-    ProduceResult,
-    ProducerBatch,
-    Record,
-    RecordColumns,
-    Stamp,
-    arrow_to_table,
-    columns_to_table,
-    records_to_columns,
-    stamp,
-    validate_records,
-)
+from lakelog.platform.open_topic import OpenTopic
+from lakelog.platform.records import FetchResult
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
@@ -52,16 +39,10 @@ from lakelog.platform.table_retention import advertise_retention
 from lakelog.platform.topic_config import TopicConfig
 from lakelog.settings import CoreSettings, Settings
 
+__all__ = ["Broker", "OpenTopic", "TopicDescription", "parse_acks"]
+
 log = logging.getLogger(__name__)
 
-ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
-
-
-def parse_acks(acks: Any) -> int:
-    key = str(acks).lower()
-    if key not in ACKS:
-        raise InvalidRequest(f"acks must be 0, 1 or all, got {acks!r}")
-    return ACKS[key]
 
 
 @dataclass(frozen=True)
@@ -70,32 +51,8 @@ class TopicDescription:
     partitions: list[PartitionState]
 
 
-class OpenTopic:
-    """The per-topic machinery of a node: log, writer, partitioner, producer state, waiters."""
 
-    def __init__(self, broker: "Broker", meta: TopicMeta) -> None:
-        self.meta = meta
-        settings = broker.settings
-        self.replica_state = broker.replicas.require_state(meta.name, refresh=True) if broker.replicas else None
-        storage, epoch = broker.storage, None
-        if self.replica_state is not None:  # write only to the current leader, with its epoch
-            storage, epoch = broker.replicas.sites[self.replica_state.leader], self.replica_state.leader_epoch
-        self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
-        self.site_logs: dict[str, TopicLog] = {}
-        self.partitioner = Partitioner(meta.config.partitioner)
-        self.producers = ProducerStateManager(self.log.producer_history)
-        self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers,
-                                  broker.committed)
-        self.forwarders: dict[str, TopicForwarder] = {}  # node id -> calls on their way to that leader
-
-    def close(self) -> None:
-        for forwarder in list(self.forwarders.values()):
-            forwarder.close()
-        self.writer.close()
-        self.log.close()
-
-
-class Broker:
+class Broker(Producing):
     def __init__(self, settings: CoreSettings | None = None, *, create_catalog: bool = True,
                  **overrides: Any) -> None:
         """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides.
@@ -217,7 +174,8 @@ class Broker:
         with self._lock:
             opened = self._topics.get(name)
             if opened is None:
-                opened = self._topics[name] = OpenTopic(self, meta)
+                opened = self._topics[name] = OpenTopic(meta, self.settings, self.storage, self.replicas,
+                                                          self.committed)
             return opened
 
     def _partition_check(self, topic: OpenTopic, partition: int) -> None:
@@ -229,61 +187,6 @@ class Broker:
                 raise UnknownTopicOrPartition(
                     f"unknown partition {partition!r} of topic {meta.name!r} (partitions 0..{meta.partitions - 1})"
                 )
-
-    # ---- produce ----------------------------------------------------------
-
-    def produce_async(
-        self,
-        topic: str,
-        records: Sequence[Record] | RecordColumns | pa.Table,
-        acks: Any = 1,
-        timeout_ms: int | None = None,
-        producer: ProducerBatch | None = None,
-    ) -> Future:
-        """Partition and queue for the next flush, which checks the records (`validate_records`) in bulk with
-        the other calls it commits; the future gives a ProduceResult or the error of a bad record. In a
-        cluster, a topic led by another node has its calls checked here and forwarded to the leader."""
-        acks_level = parse_acks(acks)
-        opened = self._open(topic)
-        config = opened.meta.config
-        if isinstance(records, pa.Table):
-            batch, explicit = arrow_to_table(records)
-            keys: Any = batch.column("key")
-        else:
-            batch = records if isinstance(records, RecordColumns) else records_to_columns(records)
-            explicit, keys = batch.partitions, batch.keys
-        if producer is not None:
-            _check_producer(producer)
-        partitions = opened.partitioner.assign(keys, explicit, opened.meta.partitions, topic)
-        if acks_level == 0:  # answered before the flush: bad records must be refused here
-            validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
-        pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
-        leader = self._remote_leader(topic)
-        if leader is not None:
-            future = self._forwarder(opened, leader).submit(pending)
-        else:
-            future = self._submit_here(opened, pending)
-        return _answered_now(partitions) if acks_level == 0 else future
-
-    def _submit_here(self, opened: OpenTopic, pending: PendingProduce) -> Future:
-        """This node commits the call (it leads the topic, or the leader is out of reach)."""
-        replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
-        if replicate:
-            self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = opened.writer.submit(pending)
-        return self._after_replication(opened, future) if replicate else future
-
-    def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:
-        """Calls another node checked, partitioned and forwarded here (the topic's leader): committed here,
-        with this node's own calls, whatever this node's view of the leadership (it is never forwarded on)."""
-        opened = self._open(topic)
-        highest = max(int(call.partitions.max()) for call in calls)
-        self._partition_check(opened, highest)  # the sender may know of partitions added since we looked
-        config = opened.meta.config
-        return [self._submit_here(opened, PendingProduce(call.table, call.partitions,
-                                                         Deadline.after_ms(call.timeout_ms), config,
-                                                         call.producer, call.acks))
-                for call in calls]
 
     # ---- cluster ------------------------------------------------------------
 
@@ -328,61 +231,6 @@ class Broker:
                 continue
             states[name] = [topic.log.partition_state(p) for p in range(partitions)]
         return states
-
-    def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
-        with self._lock:
-            forwarder = opened.forwarders.get(leader.node_id)
-            if forwarder is None or forwarder.leader != leader:
-                forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
-                    opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
-                    self.settings.batch_bytes, self.cluster.suspect)  # type: ignore[union-attr]
-            return forwarder
-
-    def _deadline(self, timeout_ms: int | None) -> Deadline:
-        return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
-
-    def _after_replication(self, opened: OpenTopic, committed: Future) -> Future:
-        """acks=all: answered once the commit is on min.insync.replicas sites."""
-        answered: Future = Future()
-        epoch = opened.replica_state.leader_epoch  # type: ignore[union-attr]
-
-        def replicate() -> None:
-            try:
-                result = committed.result()
-                if not result.duplicate:
-                    self.replicas.replicate(opened.meta.name, result.version,  # type: ignore[union-attr]
-                                            opened.meta.config.min_insync_replicas, epoch)
-                answered.set_result(result)
-            except BaseException as exc:
-                answered.set_exception(exc)
-
-        committed.add_done_callback(lambda _: self._replication_pool.submit(replicate))
-        return answered
-
-    def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
-                timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
-        future = self.produce_async(topic, records, acks, timeout_ms, producer)
-        return future.result()
-
-    def append_exactly_once(self, topic: str, records: pa.Table, app_id: str, version: int,
-                            timeout_ms: int | None = None) -> ProduceResult | None:
-        """Write a batch once: committed with SetTransaction(app_id, version), skipped (None) if already there.
-
-        For writers that replay batches after a failure (the Spark sink: app id
-        = query id, version = batch id). Bypasses group commit: one call, one commit.
-        """
-        opened = self._open(topic)
-        table, explicit = arrow_to_table(records)
-        validate_records(table, opened.meta.config)
-        partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
-                                               topic)
-        table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
-        appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
-        if appended is None:
-            return None
-        opened.writer.notify_committed()
-        return ProduceResult(partitions, appended.offsets, table.column("timestamp").cast(pa.int64()).to_numpy(),
-                             version=appended.version)
 
     # ---- fetch ------------------------------------------------------------
 
@@ -502,20 +350,3 @@ class Broker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _answered_now(partitions: np.ndarray) -> Future:
-    """acks=0: the answer (no offsets) does not wait for the commit."""
-    done: Future = Future()
-    n = len(partitions)
-    done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
-    return done
-
-
-def _check_producer(producer: ProducerBatch) -> None:
-    if producer.producer_id < 0:
-        raise InvalidRequest(f"producer_id must be >= 0, got {producer.producer_id}")
-    if not 0 <= producer.producer_epoch <= 32767:
-        raise InvalidRequest(f"producer_epoch must be 0..32767, got {producer.producer_epoch}")
-    if not 0 <= producer.base_sequence <= 2**31 - 1:
-        raise InvalidRequest(f"sequence must be 0..2^31-1, got {producer.base_sequence}")

@@ -4,6 +4,10 @@ Reads go to the nearest in-sync replica when a site is asked for, else the leade
 waits on the node's commit notification, bounded by the refresh interval, so other writers' commits
 (another node of the cluster, another process on the same root) are seen too. Consumers see offsets below the high watermark only:
 on a replicated topic, what `min.insync.replicas` sites hold.
+
+Owns `Fetcher`, which the broker holds one of and calls from any caller's thread (a long poll blocks
+that thread); it reads through the `OpenTopic` it is given (`open_topic.py`) and imports nothing of
+the broker.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from lakelog.platform.records import FetchResult, record_sizes
 from lakelog.platform.replication.manager import ReplicaManager
 
 if TYPE_CHECKING:
-    from lakelog.platform.broker import OpenTopic
+    from lakelog.platform.open_topic import OpenTopic
 
 
 class Fetcher:

@@ -29,7 +29,7 @@ from lakelog.platform.topic_config import parse_topic_config
 log = logging.getLogger(__name__)
 
 # Commit files younger than this are never deleted (the margin that keeps a cleaned version from looking
-# free to a stale writer: log.py, SNAPSHOT_MAX_AGE_S), so every version committed within it can be read.
+# free to a stale writer: log/snapshot.py, SNAPSHOT_MAX_AGE_S), so every version committed within it can be read.
 LOG_KEPT_S = 30.0
 LOG_RETENTION = "delta.logRetentionDuration"
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"

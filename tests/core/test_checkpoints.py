@@ -109,12 +109,12 @@ def test_rows_that_cannot_be_built_leave_the_checkpoint_to_delta_rs(tmp_path: Pa
     cleanup waits for them."""
     import pyarrow as pa
 
-    import lakelog.platform.log as log_module
+    from lakelog.platform.log import checkpoints
 
     def unknown_schema(*args: object) -> None:
         raise pa.ArrowInvalid("a checkpoint column this code does not know")
 
-    monkeypatch.setattr(log_module, "checkpoint_rows", unknown_schema)
+    monkeypatch.setattr(checkpoints, "checkpoint_rows", unknown_schema)
     root = tmp_path / "root"
     with Broker(Settings(root=str(root), linger_ms=0)) as broker:
         broker.create_topic("t", PARTITIONS)

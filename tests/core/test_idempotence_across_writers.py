@@ -95,7 +95,7 @@ def test_an_idempotency_key_retried_through_the_other_node_is_written_once(two_n
 
 def test_a_node_far_behind_forgets_all_producer_state_instead_of_reading_every_commit(
         two_nodes, make_broker, monkeypatch) -> None:
-    monkeypatch.setattr("lakelog.platform.log.FOREIGN_VERSIONS_MAX", 2)
+    monkeypatch.setattr("lakelog.platform.log.producers.FOREIGN_VERSIONS_MAX", 2)
     a, b = two_nodes
     b.produce("t", _records("s0"), producer=ProducerBatch(PID, 0, 0))
     a.topic_log("t").refresh()

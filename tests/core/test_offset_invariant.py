@@ -15,9 +15,9 @@ import pytest
 from deltalake import write_deltalake
 
 from lakelog.platform import Broker
-from lakelog.platform import log as log_module
 from lakelog.platform.errors import InvalidTimestamp, StorageWriteFailed
 from lakelog.platform.log import TopicLog
+from lakelog.platform.log import commit as commit_module
 from lakelog.platform.records import MAX_TIMESTAMP_MS, Record
 from log_check import assert_topic_intact, topic_offsets
 
@@ -114,18 +114,18 @@ def test_a_storage_error_that_cannot_pass_fails_the_flush_once(
         local_broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     local_broker.create_topic("t", 1)
     calls = []
-    real = log_module.write_segments
+    real = commit_module.write_segments
 
     def refuse(*args: object, **kwargs: object) -> None:
         calls.append(1)
         raise pa.ArrowInvalid("Cast error: Failed to convert into Arrow schema")
 
-    monkeypatch.setattr(log_module, "write_segments", refuse)
+    monkeypatch.setattr(commit_module, "write_segments", refuse)
     started = time.monotonic()
     with pytest.raises(StorageWriteFailed, match="Cast error"):
         local_broker.produce("t", [Record(b"x")], timeout_ms=20_000)
     assert len(calls) == 1 and time.monotonic() - started < 10  # not retried until the deadline
-    monkeypatch.setattr(log_module, "write_segments", real)
+    monkeypatch.setattr(commit_module, "write_segments", real)
     assert local_broker.produce("t", [Record(b"y")]).offsets.tolist() == [0]
     assert_topic_intact(local_broker.settings.root, "t")
 

@@ -11,13 +11,14 @@ import pytest
 
 from lakelog.platform import Broker, Record
 from lakelog.platform import log as log_module
+from lakelog.platform.log import checkpoints, snapshot
 from lakelog.settings import Settings
 from log_check import assert_topic_intact
 
 
 def test_a_stale_writer_catches_up_before_it_commits(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(log_module, "CLEANUP_DELAY_S", 0.0)  # the cleanup as soon as it may run
-    monkeypatch.setattr(log_module, "SNAPSHOT_MAX_AGE_S", 0.2)
+    monkeypatch.setattr(checkpoints, "CLEANUP_DELAY_S", 0.0)  # the cleanup as soon as it may run
+    monkeypatch.setattr(snapshot, "SNAPSHOT_MAX_AGE_S", 0.2)
     root = str(tmp_path / "data")
     with Broker(Settings(root=root, linger_ms=0)) as active, Broker(Settings(root=root, linger_ms=0)) as stale:
         active.create_topic("t", 2)

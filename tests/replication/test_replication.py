@@ -227,10 +227,9 @@ def test_control_tables_are_replicated_commit_for_commit(tmp_path, make_replicat
 
 def test_a_follower_behind_the_leaders_kept_commits_starts_from_a_checkpoint(tmp_path, make_replicated,
                                                                              monkeypatch) -> None:
-    from lakelog.platform import log as log_module
-    from lakelog.platform.log import RETAINED_COMMITS
+    from lakelog.platform.log import RETAINED_COMMITS, checkpoints
 
-    monkeypatch.setattr(log_module, "CLEANUP_DELAY_S", 0.0)  # the leader cleans its log as soon as it may
+    monkeypatch.setattr(checkpoints, "CLEANUP_DELAY_S", 0.0)  # the leader cleans its log as soon as it may
 
     broker = make_replicated(_local_sites(tmp_path, "a", "b"))
     broker.create_topic("t", 2, {"replication.factor": 2}, replicas=["a", "b"])

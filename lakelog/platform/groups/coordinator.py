@@ -9,6 +9,12 @@ assignments and follows topics that appear or grow.
 
 Committed offsets go to `_control/consumer_offsets` through `OffsetStore`; a commit returns once
 durable, and a new coordinator reloads them.
+
+The class is put together from its parts: this module owns the lock, the reaper thread, the HTTP
+members' membership and polls, the Kafka classic protocol's calls, descriptions and the lifecycle;
+`coordinator_offsets.py` the commits and their durability, resets, deletes and lag;
+`coordinator_handover.py` the groups handed over between the nodes of a cluster. Any request thread
+(HTTP, the Kafka listener's workers, the CLI) may call it; the reaper calls `tick`.
 """
 
 from __future__ import annotations
@@ -23,22 +29,12 @@ from typing import Callable
 
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
-from lakelog.platform.cluster.errors import NotCoordinator
-from lakelog.platform.groups import admin, offsets_topic, positions
-from lakelog.platform.groups.classic import (
-    ClassicGroup,
-    JoinRequest,
-    consumer_assignment,
-    consumer_subscription,
-)
-from lakelog.platform.groups.errors import (
-    GroupIdNotFound,
-    GroupSubscribedToTopic,
-    IllegalGeneration,
-    InconsistentGroupProtocol,
-    NonEmptyGroup,
-    UnknownMemberId,
-)
+from lakelog.platform.groups import positions
+from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
+from lakelog.platform.groups.consumer_protocol import consumer_assignment, consumer_subscription
+from lakelog.platform.groups.coordinator_handover import Handover
+from lakelog.platform.groups.coordinator_offsets import Offsets
+from lakelog.platform.groups.errors import InconsistentGroupProtocol, UnknownMemberId
 from lakelog.platform.groups.membership import (
     Group,
     Heartbeat,
@@ -47,7 +43,7 @@ from lakelog.platform.groups.membership import (
     PartitionCounts,
     check_group_id,
 )
-from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow, OffsetStore
+from lakelog.platform.groups.offsets import CommittedOffset, OffsetStore
 from lakelog.platform.records import FetchResult, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -112,7 +108,7 @@ def _classic_members(classic: ClassicGroup, now: float) -> list[MemberView]:
             for m in sorted(classic.members.values(), key=lambda m: m.member_id)]
 
 
-class GroupCoordinator:
+class GroupCoordinator(Offsets, Handover):
     def __init__(
         self,
         broker: Broker,
@@ -267,160 +263,6 @@ class GroupCoordinator:
         if rows:
             self.store.submit(rows)
 
-    # ---- offsets --------------------------------------------------------------
-
-    def commit(self, group_id: str, member_id: str | None, generation: int,
-               offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
-        """Validate and queue a commit; the future completes once the offsets are durable.
-
-        A group of Kafka-protocol members checks the member and generation its own way (classic.py).
-        Offsets are not checked against the log: a client may store -1 or -2 (KafkaJS's resetOffsets) and
-        resolve them itself; the HTTP API validates its own input."""
-        check_group_id(group_id)
-        for topic, partition, _, _ in offsets:
-            count = offsets_topic.PARTITIONS if topic == offsets_topic.OFFSETS_TOPIC else self.broker.topic(
-                topic).partitions
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartition(
-                    f"unknown partition {partition} of topic {topic!r} (partitions 0..{count - 1})")
-        with self._lock:
-            group = self.membership.groups.get(group_id)
-            if group is not None and group.kafka_members:
-                group.classic.check_commit(member_id or "", generation, group_instance_id,  # type: ignore[union-attr]
-                                           self._clock())
-            elif member_id:
-                group, member = self.membership.member(group_id, member_id)
-                if generation != group.generation:
-                    raise IllegalGeneration(
-                        f"generation {generation} is not the group's current generation {group.generation}; "
-                        "heartbeat to get the new assignment, then commit again")
-                member.last_heartbeat = self._clock()
-            elif group is not None and group.members:
-                raise IllegalGeneration(
-                    f"group {group_id!r} has active members: commit with a member_id and the current generation")
-            else:
-                self.membership.groups.setdefault(group_id, Group(group_id))
-            rows = [OffsetRow(group_id, t, p, o, m, generation) for t, p, o, m in offsets]
-            # Queued under the lock: a rebalance after this check finds the commit in flight.
-            return self.store.submit(rows)
-
-    def commits_in_flight(self, group_id: str) -> list[Future]:
-        """A group's accepted commits not yet durable. A partition's new owner reads its starting offset
-        only once they are done: the old owner's last commit may be among them."""
-        return self.store.in_flight(group_id)
-
-    def _durable(self, rows: list[OffsetRow], stamp: int) -> None:
-        with self._lock:
-            for row in rows:
-                group = self.membership.groups.get(row.group)
-                if group is None:
-                    continue  # forgotten meanwhile (moved to another node, deleted): its next owner reads the table
-                group.committed[(row.topic, row.partition)] = CommittedOffset(row.offset, row.metadata, stamp)
-
-    def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
-        with self._lock:
-            return dict(self._group(group_id).committed)
-
-    def _group(self, group_id: str) -> Group:
-        group = self.membership.groups.get(group_id)
-        if group is None:
-            raise GroupIdNotFound(f"unknown group {group_id!r}")
-        return group
-
-    def reset_offsets(self, group_id: str, spec: str | int | None, topics: list[str] | None,
-                      explicit: list[tuple[str, int, int]] | None,
-                      authorize: Callable[[str], None] | None = None) -> Future:
-        """Move an empty group's offsets: earliest, latest, a timestamp (ms), or explicit offsets.
-
-        `authorize(topic)` is called for every topic touched before anything is written."""
-        if explicit is not None:
-            with self._lock:
-                self._check_empty(self._group(group_id))
-            if authorize is not None:
-                for topic in sorted({t for t, _, _ in explicit}):
-                    authorize(topic)
-            return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
-        if spec is None:
-            raise InvalidRequest("reset to earliest, latest, a timestamp or explicit offsets")
-        named = None if topics is None else [(t, None) for t in topics]
-        plan = self.plan_reset(group_id, admin.ResetSpec.of(spec), named, authorize)
-        return self.execute_reset(group_id, plan)
-
-    def plan_reset(self, group_id: str, spec: admin.ResetSpec, topics: list[tuple[str, int | None]] | None,
-                   authorize: Callable[[str], None] | None = None) -> list[admin.ResetTarget]:
-        """Where a reset would move an empty group's offsets (Kafka's --dry-run); writes nothing.
-
-        `topics`: (topic, partition) pairs, partition None for all of them; None: every topic with
-        committed offsets. `authorize(topic)` is called for every topic touched."""
-        with self._lock:
-            group = self._group(group_id)
-            self._check_empty(group)
-            committed = dict(group.committed)
-        partitions = admin.reset_partitions(lambda t: self.broker.topic(t).partitions, committed, topics)
-        if authorize is not None:
-            for topic in sorted({t for t, _ in partitions}):
-                authorize(topic)
-        return admin.plan_reset(self.broker, committed, spec, partitions)
-
-    def execute_reset(self, group_id: str, plan: list[admin.ResetTarget]) -> Future:
-        """Commit a reset plan (Kafka's --execute); the future completes once the offsets are durable."""
-        with self._lock:
-            self._check_empty(self._group(group_id))
-        return self.commit(group_id, None, -1, [(r.topic, r.partition, r.target, None) for r in plan])
-
-    @staticmethod
-    def _check_empty(group: Group) -> None:
-        members = len(group.members) + (len(group.classic.members) if group.classic is not None else 0)
-        if members:
-            raise NonEmptyGroup(f"group {group.group_id!r} has {members} active members; "
-                                "its offsets can only be changed while it is empty")
-
-    def delete_group(self, group_id: str) -> None:
-        """Kafka's DeleteGroups: an empty group's committed offsets are removed from the table, then the
-        group is forgotten. Refused with NON_EMPTY_GROUP while this coordinator has members in it."""
-        with self._lock:
-            self._check_empty(self._group(group_id))
-        self.store.flush()
-        self.store.delete_group(group_id)
-        with self._lock:
-            group = self.membership.groups.get(group_id)
-            if group is not None and not group.members:
-                del self.membership.groups[group_id]
-
-    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, Exception | None]:
-        """Kafka's OffsetDelete: remove committed offsets of a group; per partition None, or why it is kept.
-        A topic the group's active members subscribe to is refused (they would commit it again), as in
-        Kafka; a group of another protocol type is refused whole while it has members (NON_EMPTY_GROUP)."""
-        with self._lock:
-            group = self._group(group_id)
-            subscribed = admin.subscribed_topics(group)
-        if subscribed is None:
-            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {group.classic.protocol_type!r}; "
-                                "its offsets can be deleted once it is empty")  # type: ignore[union-attr]
-        refused = {tp: GroupSubscribedToTopic(f"group {group_id!r} has active members subscribed to topic {tp[0]!r}")
-                   for tp in partitions if tp[0] in subscribed}
-        chosen = [tp for tp in partitions if tp not in refused]
-        if chosen:
-            self.store.flush()  # commits accepted before the delete land before it
-            self.store.delete_offsets(group_id, chosen)
-            with self._lock:
-                kept = self.membership.groups.get(group_id)
-                for tp in chosen if kept is not None else ():
-                    kept.committed.pop(tp, None)  # type: ignore[union-attr]
-        return {tp: refused.get(tp) for tp in partitions}
-
-    def lag(self, group_id: str) -> list[admin.PartitionLag]:
-        """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
-        view = self.describe(group_id)
-        owners = {tp: m.member_id for m in view.members for tp in m.assignment}
-        ends = {}
-        for tp in sorted(set(view.offsets) | set(owners)):
-            try:
-                ends[tp] = self.broker.list_offset(tp[0], tp[1], "latest")
-            except UnknownTopicOrPartition:
-                continue
-        return admin.lag_rows(view.offsets, ends, owners)
-
     # ---- Kafka's classic protocol ------------------------------------------------------
 
     def classic_join(self, group_id: str, request: JoinRequest, new_member_id: str) -> Future:
@@ -469,78 +311,6 @@ class GroupCoordinator:
         if group is None or group.classic is None:
             raise UnknownMemberId(f"unknown group {group_id!r} (JoinGroup first)")
         return group.classic
-
-    # ---- cluster ------------------------------------------------------------------
-
-    def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
-                 released: Callable[[set[str]], bool], poll_s: float, wait_s: float) -> None:
-        """The cluster moved groups between nodes (`coordinated`: this node's before, `coordinates`: now).
-
-        Groups another node coordinates now are forgotten here (their members rejoin there), once the
-        commits accepted for them are durable: the node publishes its new view only after this returns.
-        A group this node takes over is served once no other node claims it any more (`released`, asked
-        every `poll_s`; at most `wait_s`, after which a node still claiming it is taken to be cut off);
-        then its committed offsets are read from the table, the previous coordinator's last commits
-        included, so that none regresses. Until then its requests are refused with a retriable
-        NOT_COORDINATOR (`taking_over`)."""
-        stored = self.store.load()
-        with self._lock:
-            lost = [g for g in self.membership.groups if not coordinates(g)]
-            for group_id in lost:
-                self._forget(group_id)
-            taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
-            for group_id in taken:
-                self._forget(group_id)  # what this node knew of it is stale
-            for group_id in [g for g in self._taking_over if not coordinates(g)]:
-                del self._taking_over[group_id]  # moved on before this node served it
-            self._takeovers += 1
-            takeover = self._takeovers
-            self._taking_over.update((g, takeover) for g in taken)
-            in_flight = [f for g in lost for f in self.store.in_flight(g)]
-        wait(in_flight, self.broker.settings.request_timeout_ms / 1000)
-        if taken:
-            self._adopt_when_released(taken, takeover, released, poll_s, time.monotonic() + wait_s)
-
-    def _adopt_when_released(self, groups: set[str], takeover: int, released: Callable[[set[str]], bool],
-                             poll_s: float, deadline: float) -> None:
-        def check() -> None:
-            try:
-                let_go = released(groups)
-            except Exception:
-                log.exception("whether groups taken over were released not known; asking again")
-                let_go = False
-            if let_go or time.monotonic() >= deadline:
-                self._adopt(groups, takeover)
-            else:
-                self._adopt_when_released(groups, takeover, released, poll_s, deadline)
-
-        timer = threading.Timer(poll_s, check)
-        timer.daemon = True
-        timer.start()
-
-    def _adopt(self, groups: set[str], takeover: int) -> None:
-        """Serve the groups of this takeover that no later view change moved away or took over again."""
-        try:
-            stored = self.store.load()
-        except Exception:
-            log.exception("offsets of groups taken over not loaded; retrying")
-            threading.Timer(1.0, self._adopt, args=(groups, takeover)).start()
-            return
-        with self._lock:
-            for group_id in [g for g in groups if self._taking_over.get(g) == takeover]:
-                if group_id in stored:
-                    self.membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
-                del self._taking_over[group_id]
-
-    def _forget(self, group_id: str) -> None:
-        """Under the lock: another node coordinates the group now; Kafka members waiting here are told."""
-        group = self.membership.groups.pop(group_id, None)
-        if group is not None and group.classic is not None:
-            group.classic.close(NotCoordinator(f"group {group_id!r} moved to another node"))
-
-    def taking_over(self, group_id: str) -> bool:
-        """Whether this node is still waiting to serve a group it takes over (see `reassign`)."""
-        return group_id in self._taking_over
 
     # ---- description ------------------------------------------------------------
 

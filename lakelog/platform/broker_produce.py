@@ -1,0 +1,175 @@
+"""The broker's produce face: produce calls partitioned, queued for their topic's writer or forwarded to
+the topic's leader node, acks=all answered once replicated, the Spark sink's exactly-once appends.
+
+Owns `Producing`, a part of `Broker` (its state is set up in `Broker.__init__`), and the checks of a
+produce call's acks and producer fields. Any thread may call it: the HTTP tier's request threads, the
+Kafka listener's workers, the CLI, the Spark sink, the cluster endpoint's threads for forwarded calls.
+Futures complete on the topic writer's flush thread or, for acks=all, on the broker's replication pool.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.platform.clock import now_ms
+from lakelog.platform.cluster import Node
+from lakelog.platform.cluster.forwarding import TopicForwarder
+from lakelog.platform.cluster.wire import ForwardedCall
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.errors import InvalidRequest
+from lakelog.platform.open_topic import OpenTopic
+from lakelog.platform.records import (
+    ProduceResult,
+    ProducerBatch,
+    Record,
+    RecordColumns,
+    Stamp,
+    arrow_to_table,
+    columns_to_table,
+    records_to_columns,
+    stamp,
+    validate_records,
+)
+from lakelog.platform.writer import PendingProduce
+
+ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+
+
+def parse_acks(acks: Any) -> int:
+    key = str(acks).lower()
+    if key not in ACKS:
+        raise InvalidRequest(f"acks must be 0, 1 or all, got {acks!r}")
+    return ACKS[key]
+
+
+class Producing:
+    """Broker's produce calls (a part of `Broker`: its state is set up in `Broker.__init__`)."""
+
+    def produce_async(
+        self,
+        topic: str,
+        records: Sequence[Record] | RecordColumns | pa.Table,
+        acks: Any = 1,
+        timeout_ms: int | None = None,
+        producer: ProducerBatch | None = None,
+    ) -> Future:
+        """Partition and queue for the next flush, which checks the records (`validate_records`) in bulk with
+        the other calls it commits; the future gives a ProduceResult or the error of a bad record. In a
+        cluster, a topic led by another node has its calls checked here and forwarded to the leader."""
+        acks_level = parse_acks(acks)
+        opened = self._open(topic)
+        config = opened.meta.config
+        if isinstance(records, pa.Table):
+            batch, explicit = arrow_to_table(records)
+            keys: Any = batch.column("key")
+        else:
+            batch = records if isinstance(records, RecordColumns) else records_to_columns(records)
+            explicit, keys = batch.partitions, batch.keys
+        if producer is not None:
+            _check_producer(producer)
+        partitions = opened.partitioner.assign(keys, explicit, opened.meta.partitions, topic)
+        if acks_level == 0:  # answered before the flush: bad records must be refused here
+            validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
+        pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
+        leader = self._remote_leader(topic)
+        if leader is not None:
+            future = self._forwarder(opened, leader).submit(pending)
+        else:
+            future = self._submit_here(opened, pending)
+        return _answered_now(partitions) if acks_level == 0 else future
+
+    def _submit_here(self, opened: OpenTopic, pending: PendingProduce) -> Future:
+        """This node commits the call (it leads the topic, or the leader is out of reach)."""
+        replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
+        if replicate:
+            self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
+        future = opened.writer.submit(pending)
+        return self._after_replication(opened, future) if replicate else future
+
+    def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:
+        """Calls another node checked, partitioned and forwarded here (the topic's leader): committed here,
+        with this node's own calls, whatever this node's view of the leadership (it is never forwarded on)."""
+        opened = self._open(topic)
+        highest = max(int(call.partitions.max()) for call in calls)
+        self._partition_check(opened, highest)  # the sender may know of partitions added since we looked
+        config = opened.meta.config
+        return [self._submit_here(opened, PendingProduce(call.table, call.partitions,
+                                                         Deadline.after_ms(call.timeout_ms), config,
+                                                         call.producer, call.acks))
+                for call in calls]
+
+    def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
+        with self._lock:
+            forwarder = opened.forwarders.get(leader.node_id)
+            if forwarder is None or forwarder.leader != leader:
+                forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
+                    opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
+                    self.settings.batch_bytes, self.cluster.suspect)  # type: ignore[union-attr]
+            return forwarder
+
+    def _deadline(self, timeout_ms: int | None) -> Deadline:
+        return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
+
+    def _after_replication(self, opened: OpenTopic, committed: Future) -> Future:
+        """acks=all: answered once the commit is on min.insync.replicas sites."""
+        answered: Future = Future()
+        epoch = opened.replica_state.leader_epoch  # type: ignore[union-attr]
+
+        def replicate() -> None:
+            try:
+                result = committed.result()
+                if not result.duplicate:
+                    self.replicas.replicate(opened.meta.name, result.version,  # type: ignore[union-attr]
+                                            opened.meta.config.min_insync_replicas, epoch)
+                answered.set_result(result)
+            except BaseException as exc:
+                answered.set_exception(exc)
+
+        committed.add_done_callback(lambda _: self._replication_pool.submit(replicate))
+        return answered
+
+    def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
+                timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
+        future = self.produce_async(topic, records, acks, timeout_ms, producer)
+        return future.result()
+
+    def append_exactly_once(self, topic: str, records: pa.Table, app_id: str, version: int,
+                            timeout_ms: int | None = None) -> ProduceResult | None:
+        """Write a batch once: committed with SetTransaction(app_id, version), skipped (None) if already there.
+
+        For writers that replay batches after a failure (the Spark sink: app id
+        = query id, version = batch id). Bypasses group commit: one call, one commit.
+        """
+        opened = self._open(topic)
+        table, explicit = arrow_to_table(records)
+        validate_records(table, opened.meta.config)
+        partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
+                                               topic)
+        table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
+        appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
+        if appended is None:
+            return None
+        opened.writer.notify_committed()
+        return ProduceResult(partitions, appended.offsets, table.column("timestamp").cast(pa.int64()).to_numpy(),
+                             version=appended.version)
+
+
+def _answered_now(partitions: np.ndarray) -> Future:
+    """acks=0: the answer (no offsets) does not wait for the commit."""
+    done: Future = Future()
+    n = len(partitions)
+    done.set_result(ProduceResult(partitions, np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)))
+    return done
+
+
+def _check_producer(producer: ProducerBatch) -> None:
+    if producer.producer_id < 0:
+        raise InvalidRequest(f"producer_id must be >= 0, got {producer.producer_id}")
+    if not 0 <= producer.producer_epoch <= 32767:
+        raise InvalidRequest(f"producer_epoch must be 0..32767, got {producer.producer_epoch}")
+    if not 0 <= producer.base_sequence <= 2**31 - 1:
+        raise InvalidRequest(f"sequence must be 0..2^31-1, got {producer.base_sequence}")

@@ -1,0 +1,183 @@
+"""The coordinator's committed offsets: commits checked and queued for `OffsetStore` (a commit answers once
+durable, and the durable rows land in the groups' memory), offset resets, the deletion of a group or of
+its offsets, and lag.
+
+Owns `Offsets`, a part of `GroupCoordinator` (its state is set up in `GroupCoordinator.__init__`). Any
+request thread may call it; `_durable` runs on the offset store's commit thread. Group state is read and
+changed under the coordinator's lock; storage I/O (the catalog, list offsets, the offsets table) runs
+outside it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Callable
+
+from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.platform.groups import admin, offsets_topic
+from lakelog.platform.groups.errors import (
+    GroupIdNotFound,
+    GroupSubscribedToTopic,
+    IllegalGeneration,
+    NonEmptyGroup,
+)
+from lakelog.platform.groups.membership import Group, check_group_id
+from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
+from lakelog.platform.records import TopicPartition
+
+
+class Offsets:
+    """GroupCoordinator's offsets (a part of `GroupCoordinator`: its state is set up in
+    `GroupCoordinator.__init__`)."""
+
+    def commit(self, group_id: str, member_id: str | None, generation: int,
+               offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
+        """Validate and queue a commit; the future completes once the offsets are durable.
+
+        A group of Kafka-protocol members checks the member and generation its own way (classic.py).
+        Offsets are not checked against the log: a client may store -1 or -2 (KafkaJS's resetOffsets) and
+        resolve them itself; the HTTP API validates its own input."""
+        check_group_id(group_id)
+        for topic, partition, _, _ in offsets:
+            count = offsets_topic.PARTITIONS if topic == offsets_topic.OFFSETS_TOPIC else self.broker.topic(
+                topic).partitions
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartition(
+                    f"unknown partition {partition} of topic {topic!r} (partitions 0..{count - 1})")
+        with self._lock:
+            group = self.membership.groups.get(group_id)
+            if group is not None and group.kafka_members:
+                group.classic.check_commit(member_id or "", generation, group_instance_id,  # type: ignore[union-attr]
+                                           self._clock())
+            elif member_id:
+                group, member = self.membership.member(group_id, member_id)
+                if generation != group.generation:
+                    raise IllegalGeneration(
+                        f"generation {generation} is not the group's current generation {group.generation}; "
+                        "heartbeat to get the new assignment, then commit again")
+                member.last_heartbeat = self._clock()
+            elif group is not None and group.members:
+                raise IllegalGeneration(
+                    f"group {group_id!r} has active members: commit with a member_id and the current generation")
+            else:
+                self.membership.groups.setdefault(group_id, Group(group_id))
+            rows = [OffsetRow(group_id, t, p, o, m, generation) for t, p, o, m in offsets]
+            # Queued under the lock: a rebalance after this check finds the commit in flight.
+            return self.store.submit(rows)
+
+    def commits_in_flight(self, group_id: str) -> list[Future]:
+        """A group's accepted commits not yet durable. A partition's new owner reads its starting offset
+        only once they are done: the old owner's last commit may be among them."""
+        return self.store.in_flight(group_id)
+
+    def _durable(self, rows: list[OffsetRow], stamp: int) -> None:
+        with self._lock:
+            for row in rows:
+                group = self.membership.groups.get(row.group)
+                if group is None:
+                    continue  # forgotten meanwhile (moved to another node, deleted): its next owner reads the table
+                group.committed[(row.topic, row.partition)] = CommittedOffset(row.offset, row.metadata, stamp)
+
+    def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        with self._lock:
+            return dict(self._group(group_id).committed)
+
+    def _group(self, group_id: str) -> Group:
+        group = self.membership.groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFound(f"unknown group {group_id!r}")
+        return group
+
+    def reset_offsets(self, group_id: str, spec: str | int | None, topics: list[str] | None,
+                      explicit: list[tuple[str, int, int]] | None,
+                      authorize: Callable[[str], None] | None = None) -> Future:
+        """Move an empty group's offsets: earliest, latest, a timestamp (ms), or explicit offsets.
+
+        `authorize(topic)` is called for every topic touched before anything is written."""
+        if explicit is not None:
+            with self._lock:
+                self._check_empty(self._group(group_id))
+            if authorize is not None:
+                for topic in sorted({t for t, _, _ in explicit}):
+                    authorize(topic)
+            return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
+        if spec is None:
+            raise InvalidRequest("reset to earliest, latest, a timestamp or explicit offsets")
+        named = None if topics is None else [(t, None) for t in topics]
+        plan = self.plan_reset(group_id, admin.ResetSpec.of(spec), named, authorize)
+        return self.execute_reset(group_id, plan)
+
+    def plan_reset(self, group_id: str, spec: admin.ResetSpec, topics: list[tuple[str, int | None]] | None,
+                   authorize: Callable[[str], None] | None = None) -> list[admin.ResetTarget]:
+        """Where a reset would move an empty group's offsets (Kafka's --dry-run); writes nothing.
+
+        `topics`: (topic, partition) pairs, partition None for all of them; None: every topic with
+        committed offsets. `authorize(topic)` is called for every topic touched."""
+        with self._lock:
+            group = self._group(group_id)
+            self._check_empty(group)
+            committed = dict(group.committed)
+        partitions = admin.reset_partitions(lambda t: self.broker.topic(t).partitions, committed, topics)
+        if authorize is not None:
+            for topic in sorted({t for t, _ in partitions}):
+                authorize(topic)
+        return admin.plan_reset(self.broker, committed, spec, partitions)
+
+    def execute_reset(self, group_id: str, plan: list[admin.ResetTarget]) -> Future:
+        """Commit a reset plan (Kafka's --execute); the future completes once the offsets are durable."""
+        with self._lock:
+            self._check_empty(self._group(group_id))
+        return self.commit(group_id, None, -1, [(r.topic, r.partition, r.target, None) for r in plan])
+
+    @staticmethod
+    def _check_empty(group: Group) -> None:
+        members = len(group.members) + (len(group.classic.members) if group.classic is not None else 0)
+        if members:
+            raise NonEmptyGroup(f"group {group.group_id!r} has {members} active members; "
+                                "its offsets can only be changed while it is empty")
+
+    def delete_group(self, group_id: str) -> None:
+        """Kafka's DeleteGroups: an empty group's committed offsets are removed from the table, then the
+        group is forgotten. Refused with NON_EMPTY_GROUP while this coordinator has members in it."""
+        with self._lock:
+            self._check_empty(self._group(group_id))
+        self.store.flush()
+        self.store.delete_group(group_id)
+        with self._lock:
+            group = self.membership.groups.get(group_id)
+            if group is not None and not group.members:
+                del self.membership.groups[group_id]
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, Exception | None]:
+        """Kafka's OffsetDelete: remove committed offsets of a group; per partition None, or why it is kept.
+        A topic the group's active members subscribe to is refused (they would commit it again), as in
+        Kafka; a group of another protocol type is refused whole while it has members (NON_EMPTY_GROUP)."""
+        with self._lock:
+            group = self._group(group_id)
+            subscribed = admin.subscribed_topics(group)
+        if subscribed is None:
+            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {group.classic.protocol_type!r}; "
+                                "its offsets can be deleted once it is empty")  # type: ignore[union-attr]
+        refused = {tp: GroupSubscribedToTopic(f"group {group_id!r} has active members subscribed to topic {tp[0]!r}")
+                   for tp in partitions if tp[0] in subscribed}
+        chosen = [tp for tp in partitions if tp not in refused]
+        if chosen:
+            self.store.flush()  # commits accepted before the delete land before it
+            self.store.delete_offsets(group_id, chosen)
+            with self._lock:
+                kept = self.membership.groups.get(group_id)
+                for tp in chosen if kept is not None else ():
+                    kept.committed.pop(tp, None)  # type: ignore[union-attr]
+        return {tp: refused.get(tp) for tp in partitions}
+
+    def lag(self, group_id: str) -> list[admin.PartitionLag]:
+        """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
+        view = self.describe(group_id)
+        owners = {tp: m.member_id for m in view.members for tp in m.assignment}
+        ends = {}
+        for tp in sorted(set(view.offsets) | set(owners)):
+            try:
+                ends[tp] = self.broker.list_offset(tp[0], tp[1], "latest")
+            except UnknownTopicOrPartition:
+                continue
+        return admin.lag_rows(view.offsets, ends, owners)

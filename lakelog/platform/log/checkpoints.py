@@ -1,0 +1,144 @@
+"""Checkpoints of the topic table and the cleanup of old commit files, off the produce path. (The rows of a
+checkpoint built from the writer's own state: lakelog/platform/checkpoint.py.)
+
+Threads: `_request_checkpoint` from a committing thread (log lock `_lock` held), taking only the
+condition `_checkpoints`; `_run_checkpoints`, `_checkpoint` and what it calls on the maintenance thread
+(`_MAINTENANCE`, one for all topics of the process), without `_lock` but to install the snapshot
+delta-rs wrote; `wait_for_checkpoints` and `close` from the caller's thread (`close` checkpoints on it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from lakelog.platform.checkpoint import Append, checkpoint_rows, read_checkpoint, write_checkpoint
+from lakelog.platform.delta_log import clean_commit_log
+from lakelog.platform.storage import STORAGE_ERRORS
+from lakelog.platform.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
+
+log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
+
+# Keep the Delta log small under many small commits: a checkpoint every 25
+# commits (opening or refreshing replays at most 24 JSON commits), and only the
+# last RETAINED_COMMITS commit files kept (see TopicLog._clean_log). Set-transaction
+# versions never expire: they are the partitions' log end offsets. Retention properties: table_retention.py.
+CHECKPOINT_INTERVAL = 25
+TOPIC_TABLE_PROPERTIES = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+                          "delta.enableExpiredLogCleanup": "false",
+                          **retention_properties(DEFAULT_FILE_DELETE_DELAY_MS)}
+RETAINED_COMMITS = 100
+# Commit files are deleted only once older than CLEANUP_DELAY_S, far beyond SNAPSHOT_MAX_AGE_S: snapshot.py.
+CLEANUP_DELAY_S = LOG_KEPT_S  # advertised as delta.logRetentionDuration
+# Checkpoints and log cleanup, off the produce path: one thread for all topics of the process.
+_MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-log-maintenance")
+
+
+class Checkpoints:
+    """Checkpoints and log cleanup: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
+
+    def _request_checkpoint(self, version: int) -> None:
+        """Checkpoints run off the produce path, one at a time per topic; a topic that commits faster
+        than it checkpoints skips to its latest due version instead of queueing every one."""
+        with self._checkpoints:
+            self._checkpoint_due = max(self._checkpoint_due, version)
+            if self._checkpointing:
+                return
+            self._checkpointing = True
+        _MAINTENANCE.submit(self._run_checkpoints)
+
+    def _run_checkpoints(self) -> None:
+        while True:
+            with self._checkpoints:
+                version = self._checkpoint_due
+                if version <= self._checkpointed:
+                    self._checkpointing = False
+                    self._checkpoints.notify_all()
+                    return
+                self._checkpointed = version
+            self._checkpoint(version)
+
+    def wait_for_checkpoints(self, timeout_s: float = 30) -> bool:
+        """Wait until no background checkpoint is due or running; False on timeout."""
+        with self._checkpoints:
+            return self._checkpoints.wait_for(lambda: not self._checkpointing, timeout_s)
+
+    def close(self, timeout_s: float = 30) -> None:
+        """Let the background checkpoint finish and, if this node committed a full interval past its last
+        checkpoint, checkpoint the latest version: the next node to open the topic replays few commits."""
+        with self._checkpoints:
+            self._checkpoints.wait_for(lambda: not self._checkpointing, timeout_s)
+            behind = self.commits > 0 and self._version - max(self._checkpointed, self._opened_at) >= CHECKPOINT_INTERVAL
+            if behind:
+                self._checkpointed = self._version
+        if behind:
+            self._checkpoint(self._version)
+
+    def _checkpoint(self, version: int) -> None:
+        """Off the produce path: checkpoint `version` (from this node's state when it saw every version since
+        its last checkpoint, else through delta-rs, whose snapshot then replaces ours: it grows with each
+        commit it advances over), and delete old commit files."""
+        planned = self._checkpoint_state.plan(version) or self._plan_from_opened(version)
+        snapshot = None
+        rows = None
+        try:
+            if planned is not None:
+                rows = self._checkpoint_rows(version, planned)
+                if rows is not None:
+                    write_checkpoint(self.storage, self.uri, version, rows)
+            if rows is None:
+                snapshot = DeltaTable(self.uri, version=version, storage_options=self.storage.delta_options())
+                snapshot.create_checkpoint()
+                rows = read_checkpoint(self.storage, self.uri, version)  # the base of the next ones
+        except (*STORAGE_ERRORS, pa.ArrowException) as exc:
+            log.warning("checkpoint of %s at version %d failed: %s", self.name, version, exc)
+            return
+        self._checkpoint_state.install(version, rows)
+        self._clean_log(version)
+        self._file_slices.save()
+        with self._lock:
+            if snapshot is not None and self._dt.version() < version <= self._version:
+                self._dt = snapshot  # every version up to ours is in our index
+
+    def _checkpoint_rows(self, version: int, planned: tuple[pa.Table, list[Append]]) -> pa.Table | None:
+        """The rows from this node's state; None (delta-rs writes this one) when they cannot be built, as
+        for a checkpoint schema this code does not know."""
+        try:
+            return checkpoint_rows(*planned)
+        except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
+            log.warning("checkpoint of %s at version %d not built from this node's state: %s", self.name, version,
+                        exc)
+            self._checkpoint_state.forget()
+            return None
+
+    def _plan_from_opened(self, version: int) -> tuple[pa.Table, list[Append]] | None:
+        """Without a base yet: the checkpoint of the version this node opened the log at, if there is one (a
+        new table has version 0's), is the base when every version since was seen one by one."""
+        if self._checkpoint_state.has_base or self._opened_checkpoint_tried:
+            return None
+        self._opened_checkpoint_tried = True
+        try:
+            self._checkpoint_state.install(self._opened_at, read_checkpoint(self.storage, self.uri, self._opened_at))
+        except (*STORAGE_ERRORS, pa.ArrowException):
+            return None  # none there: delta-rs writes this one
+        return self._checkpoint_state.plan(version)
+
+    def _clean_log(self, checkpoint_version: int) -> None:
+        """Keep the last RETAINED_COMMITS commit files (and their checkpoints) before the newest checkpoint
+        this node made at least CLEANUP_DELAY_S ago, so every file deleted is older than that:
+        delta_log.clean_commit_log."""
+        now = time.monotonic()
+        self._checkpoint_times.append((now, checkpoint_version))
+        due = [v for at, v in self._checkpoint_times if now - at >= CLEANUP_DELAY_S]
+        self._checkpoint_times = [(at, v) for at, v in self._checkpoint_times if now - at < CLEANUP_DELAY_S]
+        if not due:
+            return
+        try:
+            self._cleaned_below = clean_commit_log(self.storage, self.uri, max(due) - RETAINED_COMMITS,
+                                                   CHECKPOINT_INTERVAL, self._cleaned_below)
+        except OSError as exc:
+            log.warning("log cleanup of %s failed: %s", self.name, exc)

@@ -1,0 +1,228 @@
+"""The append path: offsets assigned from the snapshot, the data files written, the commit file put only if
+its version is free, conflicts with other writers retried, and the bookkeeping of a commit that landed.
+
+An append is one Delta commit: its new data (one file for the whole flush in layout 2, one per partition
+in layout 1: see segment.py), and one `SetTransaction("lakelog.partition.<p>", new log end offset)` per
+partition. Two writers of one version conflict at the put; the loser refreshes and commits again,
+rewriting its records only when its offsets moved.
+
+Threads: `append` from the appending thread (the topic writer's flush, writer.py, or an exactly-once
+produce, broker.py), one attempt at a time under the log lock `_lock`; everything else here runs with
+`_lock` held (`_apply_commit` also for a commit another writer made, followed by snapshot.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from deltalake.transaction import AddAction, Transaction
+
+from lakelog.platform.checkpoint import Append
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
+from lakelog.platform.errors import StorageWriteFailed
+from lakelog.platform.index import SegmentFile, slices_to_commit
+from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
+from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
+from lakelog.platform.segment import Written, write_segments
+from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
+
+log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
+
+COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files an append adds (index.py)
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What one append committed: each record's offset (in the order given) and the version holding them."""
+
+    offsets: np.ndarray
+    version: int
+
+
+class Commits:
+    """Appends and their commits: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
+
+    def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,
+               app_transaction: tuple[str, int] | None = None,
+               producer_ids: frozenset[int] = frozenset()) -> Appended | None:
+        """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
+
+        Offsets are assigned from this node's snapshot; the data files (one per partition, written in
+        parallel on object storage) and then the commit file, put only if its version is still free:
+        two round trips, and no read of the log in steady state. On a conflict with another writer the
+        snapshot is refreshed; if the offsets still hold the same files are committed at the next
+        version, else the records are written again with new offsets. With `app_transaction=(app_id,
+        version)` the commit also records that SetTransaction, and nothing is written (None is
+        returned) when the table already holds that app id at `version` or later: exactly once.
+
+        `producer_ids`: the idempotent producers whose batches the records are, checked by the caller
+        against its producer state; recorded in the commit. Before each attempt, commits of other writers
+        that this node has not yet checked are read (none in steady state: no extra request), and if one
+        wrote any of these producers `ProducerStateChanged` is raised: the caller reloads their state and
+        checks its batches again, so a retry committed by another writer is never committed twice.
+        """
+        order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
+        ordered = records.take(order)
+        runs = _partition_runs(partitions[order])
+        written: tuple[dict[int, int], Written] | None = None  # files already written, for these bases
+        while True:
+            with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
+                if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
+                    return None
+                failure = self._refresh_if_stale() or self._check_producers(producer_ids)
+                if failure is None:  # else the log or other writers' commits could not be read: try again
+                    for p, _, _ in runs:
+                        self._served(p)  # never offsets another writer's records already hold
+                    bases = {p: self.log_end_offset(p) for p, _, _ in runs}
+                    version = self._version + 1
+                    table, offsets = _assign_offsets(ordered, runs, bases)
+                    txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
+                    if app_transaction is not None:
+                        txns.append(Transaction(*app_transaction))
+                    commit_id = uuid.uuid4().hex
+                    try:
+                        if written is None or written[0] != bases:
+                            written = (bases, self._write_segments(table, runs))
+                        landed = self.storage.put_if_absent(
+                            commit_uri(self.uri, version),
+                            encode_commit(written[1].adds, txns,
+                                          self._commit_metadata(commit_id, producer_ids, written[1].segments),
+                                          self.layout.partition_by))
+                    except STORAGE_ERRORS as exc:
+                        committed = self._committed_version(version - 1, commit_id)
+                        if committed is not None:
+                            return self._landed(table, runs, bases, offsets, order, txns, committed, None)
+                        if not is_retriable(exc):
+                            raise StorageWriteFailed(
+                                f"storage refused the commit to {self.name!r}: {exc}") from None
+                        log.warning("storage error committing to %s: %s", self.name, exc)
+                        failure = f"storage unavailable: {exc}"
+                    else:
+                        if landed:
+                            return self._landed(table, runs, bases, offsets, order, txns, version, written[1])
+                        # Files written for offsets that lose are left unreferenced: the vacuum job deletes
+                        # unreferenced files once they are older than any write in flight.
+                        self.conflicts += 1
+                        log.debug("commit conflict on %s at version %d", self.name, version)
+                        failure = "its commits kept conflicting with other writers'"
+            self._refresh_or_wait(deadline, failure)
+
+    def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
+        try:
+            written = write_segments(self.storage, self.uri, table, runs, self.layout)
+        except pa.ArrowException as exc:  # data that cannot be stored never will be: not retried
+            raise StorageWriteFailed(f"the records of {self.name!r} could not be written: {exc}") from None
+        for segment in written.segments:
+            if segment.shared:
+                self._slices.setdefault(segment.path, []).append(segment)
+        if written.footer is not None:
+            self._remember_metadata(written.adds[0].path, written.footer)
+        return written
+
+    def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
+                offsets: np.ndarray, order: np.ndarray, txns: list[Transaction], version: int,
+                written: Written | None) -> Appended:
+        """Our commit is in the log at `version`, adding `written`; None when it was found there after an
+        ambiguous failure (the refreshed snapshot holds it).
+
+        Nothing from here on may fail the append or leave this node's log end offsets behind the
+        log: a failure in the bookkeeping re-derives them from the log. Called with the lock held.
+        """
+        self.commits += 1
+        try:
+            if written is None:
+                for p, _, _ in runs:
+                    self._leo.pop(p, None)
+            else:
+                self._own_commit(version, written, txns)
+        except Exception:
+            log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
+            self._resync()
+        try:
+            files = table.drop_columns(["partition"])
+            per_row = files.nbytes / max(files.num_rows, 1)  # measured once: each small slice costs as much
+            for p, start, end in runs:
+                self.tail.put(p, files.slice(start, end - start), bases[p], int(per_row * (end - start)))
+        except Exception:
+            log.exception("tail cache of %s not updated; fetches read the files", self.name)
+            for p, _, _ in runs:
+                self.tail.drop_partition(p)
+        in_given_order = np.empty_like(offsets)
+        in_given_order[order] = offsets
+        return Appended(in_given_order, version)
+
+    def _own_commit(self, version: int, written: Written, txns: list[Transaction]) -> None:
+        """What our commit changed, known without reading it back: files, log end offsets, app versions."""
+        self._apply_commit(version, written.segments, written.adds, txns)
+        self._synced_at = time.monotonic()  # the put proved `version` was free: the log's latest
+        if version % CHECKPOINT_INTERVAL == 0:
+            self._request_checkpoint(version)
+
+    def _apply_commit(self, version: int, segments: list[SegmentFile], adds: list[AddAction],
+                      txns: list[Transaction]) -> None:
+        """An append at `version` (ours, or another writer's being followed): the snapshot (`_dt`) stays
+        behind, so every log end offset and app version it changed is kept here until the next load, and
+        the next checkpoint is written from it."""
+        self._checkpoint_state.record(Append(version, adds, txns))
+        shared: dict[str, list[SegmentFile]] = {}
+        for segment in segments:
+            self._index.add(segment)
+            if segment.shared:
+                shared.setdefault(segment.path, []).append(segment)
+        self._slices.update(shared)  # again: a refresh between the write and the commit may have dropped them
+        for txn in txns:
+            if txn.app_id.startswith(PARTITION_APP_PREFIX):
+                self._leo[int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))] = txn.version
+            else:
+                self._apps[txn.app_id] = txn.version
+        self._version = version
+
+    def _committed_version(self, read_version: int, commit_id: str) -> int | None:
+        """After an ambiguous failure: the version our commit landed at, if it did (None otherwise)."""
+        try:
+            self.refresh(full=True)  # the log end offsets of a commit found are re-read from the snapshot
+            for version in range(read_version + 1, self._version + 1):
+                info = commit_info(self.storage.read_bytes(commit_uri(self.uri, version)))
+                if info.get(COMMIT_ID) == commit_id:
+                    return version
+        except STORAGE_ERRORS:
+            pass
+        return None
+
+    def _commit_metadata(self, commit_id: str, producer_ids: frozenset[int], segments: list[SegmentFile]) -> dict:
+        # The producer ids let another writer of the topic tell, from the commit alone, whose state it changed;
+        # the slices let a node following the log index a shared file without reading its footer.
+        metadata: dict = {COMMIT_ID: commit_id, PRODUCER_IDS: sorted(producer_ids)}
+        shared = [s for s in segments if s.shared]
+        if shared:
+            metadata[COMMIT_SLICES] = slices_to_commit(shared)
+        if self.leader_epoch is not None:
+            metadata["lakelog.leaderEpoch"] = self.leader_epoch
+        return metadata
+
+
+def _partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:
+    """(partition, start, end) of each run of equal partitions in a sorted array."""
+    values, starts, counts = np.unique(sorted_partitions, return_index=True, return_counts=True)
+    return [(int(p), int(s), int(s + c)) for p, s, c in zip(values, starts, counts)]
+
+
+def _assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],
+                    bases: dict[int, int]) -> tuple[pa.Table, np.ndarray]:
+    """The flush as one TOPIC_SCHEMA table (partition by partition, dense offsets from each base)."""
+    n = ordered.num_rows
+    offsets = np.empty(n, dtype=np.int64)
+    partitions = np.empty(n, dtype=np.int32)
+    for p, start, end in runs:
+        offsets[start:end] = np.arange(bases[p], bases[p] + end - start, dtype=np.int64)
+        partitions[start:end] = p
+    table = ordered.set_column(ordered.schema.get_field_index("offset"), "offset", pa.array(offsets))
+    table = table.add_column(0, pa.field("partition", pa.int32(), nullable=False), pa.array(partitions))
+    # One chunk: the delta-rs writer pays per record batch, and a flush of many small calls has many.
+    return table.combine_chunks(), offsets

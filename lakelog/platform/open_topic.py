@@ -1,0 +1,48 @@
+"""The per-topic machinery a node holds open: log, writer, partitioner, producer state, forwarders.
+
+Owns `OpenTopic` only; the broker opens one per topic on first use (under its lock) and closes it, and
+the fetch path (`fetch.py`) reads through it. Built from the parts it needs, so that neither the broker
+nor the fetcher is imported here. Opening one does storage I/O (the replica state, the log's snapshot):
+any thread of the broker's callers may open, read or close it; its writer has its own flush thread.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.cluster.forwarding import TopicForwarder
+from lakelog.platform.log import TopicLog
+from lakelog.platform.partitioner import Partitioner
+from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.replication.manager import ReplicaManager
+from lakelog.platform.storage import Storage
+from lakelog.platform.writer import TopicWriter
+from lakelog.settings import CoreSettings
+
+
+class OpenTopic:
+    """The per-topic machinery of a node: log, writer, partitioner, producer state, waiters."""
+
+    def __init__(self, meta: TopicMeta, settings: CoreSettings, storage: Storage, replicas: ReplicaManager | None,
+                 committed: threading.Condition) -> None:
+        """`storage`: the node's (control site's) storage; `replicas`: the sites, when configured;
+        `committed`: the node's commit notification, passed to the writer."""
+        self.meta = meta
+        self.replica_state = replicas.require_state(meta.name, refresh=True) if replicas else None
+        epoch = None
+        if self.replica_state is not None:  # write only to the current leader, with its epoch
+            storage, epoch = replicas.sites[self.replica_state.leader], self.replica_state.leader_epoch
+        self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
+        self.site_logs: dict[str, TopicLog] = {}
+        self.partitioner = Partitioner(meta.config.partitioner)
+        self.producers = ProducerStateManager(self.log.producer_history)
+        self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers,
+                                  committed)
+        self.forwarders: dict[str, TopicForwarder] = {}  # node id -> calls on their way to that leader
+
+    def close(self) -> None:
+        for forwarder in list(self.forwarders.values()):
+            forwarder.close()
+        self.writer.close()
+        self.log.close()
