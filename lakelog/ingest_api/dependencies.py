@@ -16,6 +16,7 @@ from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.history import HistorySampler
+from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.settings import Settings
 
 
@@ -33,6 +34,15 @@ class Services:
     closing: bool = False
     handing_over: bool = False  # shutting down in a cluster: groups are being handed to other nodes
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _registry: SchemaRegistry | None = None
+    _registry_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def schema_registry(self) -> SchemaRegistry:
+        """The root's schema registry, its control table opened (created) on first use."""
+        with self._registry_lock:
+            if self._registry is None:
+                self._registry = SchemaRegistry(self.broker.storage)
+            return self._registry
 
     def reserve(self, size: int) -> None:
         """Back-pressure: refuse produce bodies beyond `max_inflight_produce_bytes` held at once."""

@@ -1,7 +1,8 @@
 """Every error the HTTP tier answers, mapped in this one place.
 
 The body is always `{"error_code", "message", "retriable"}` with Kafka's error
-name where one fits; 503 answers carry `Retry-After`.
+name where one fits; 503 answers carry `Retry-After`. The schema registry's paths (Confluent's API) answer
+in Confluent's shape instead, `{"error_code": <int>, "message"}`, which its clients read (`registry_response`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lakelog.platform import acl
 from lakelog.platform import errors as core
 from lakelog.platform.cluster import errors as cluster
 from lakelog.platform.groups import errors as groups
+from lakelog.platform.schema_registry import errors as registry
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,7 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (acl.TopicAuthorizationFailed, 403),
     (acl.GroupAuthorizationFailed, 403),
     (acl.ClusterAuthorizationFailed, 403),
+    (acl.SubjectAuthorizationFailed, 403),
     (cluster.ClusterAuthFailed, 403),
     (core.UnknownTopicOrPartition, 404),
     (groups.UnknownMemberId, 404),
@@ -104,6 +107,8 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
 
 
 def status_of(error: core.LakelogError) -> int:
+    if isinstance(error, registry.RegistryError):
+        return error.status
     for kind, status in STATUS:
         if isinstance(error, kind):
             return status
@@ -154,11 +159,34 @@ def response_for(exc: Exception) -> tuple[Response, str]:
             "UNKNOWN_SERVER_ERROR")
 
 
+REGISTRY_ROOTS = frozenset({"subjects", "schemas", "compatibility", "config", "mode"})
+REGISTRY_MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+# Confluent's error codes for the errors that are not the registry's own
+REGISTRY_CODES = {401: 40101, 403: 40301, 500: 50001, 503: 50003}
+
+
+def is_registry_path(path: str) -> bool:
+    return path.split("/", 2)[1] in REGISTRY_ROOTS if path.startswith("/") else False
+
+
+def registry_response(exc: Exception) -> tuple[Response, str]:
+    """An error on a schema registry path, in Confluent's shape (its clients read the numeric code)."""
+    response, code = response_for(exc)
+    if isinstance(exc, registry.RegistryError):
+        error_code, message = exc.error_code, exc.message
+    else:
+        error_code = REGISTRY_CODES.get(response.status_code, response.status_code)
+        message = orjson.loads(response.body).get("message", "")
+    body = orjson.dumps({"error_code": error_code, "message": message})
+    headers = {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "www-authenticate")}
+    return Response(body, status_code=response.status_code, media_type=REGISTRY_MEDIA_TYPE, headers=headers), code
+
+
 def install(app: FastAPI, on_error: Callable[[str], None] | None = None) -> None:
     """Register `response_for` as the handler of every error; `on_error(code)` counts errors by code."""
 
-    async def handle(_: Request, exc: Exception) -> Response:
-        response, code = response_for(exc)
+    async def handle(request: Request, exc: Exception) -> Response:
+        response, code = registry_response(exc) if is_registry_path(request.url.path) else response_for(exc)
         if on_error is not None:
             on_error(code)
         return response

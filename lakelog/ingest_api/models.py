@@ -310,7 +310,7 @@ class GroupHistory(Strict):
 
 class AclModel(Strict):
     principal: str = Field(..., min_length=1, max_length=256)
-    resource_type: Literal["topic", "group", "cluster"]
+    resource_type: Literal["topic", "group", "cluster", "subject"]
     pattern_type: Literal["literal", "prefixed"] = "literal"
     resource_name: str = Field(..., min_length=1, max_length=249)
     operation: Operation

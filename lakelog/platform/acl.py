@@ -1,6 +1,6 @@
 """Access control: principals from API keys, and ACLs in the control table `<root>/_control/acls`.
 
-An ACL is (principal, resource type topic|group, pattern type literal|prefixed,
+An ACL is (principal, resource type topic|group|cluster|subject, pattern type literal|prefixed,
 resource name, operation, allow|deny). Deny wins over allow. `*` as principal
 matches everyone, a literal `*` resource name matches every resource. As in
 Kafka, read, write, delete and alter imply describe. Super users (the admin
@@ -27,7 +27,7 @@ from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.layout import ACLS_TABLE
 from lakelog.platform.storage import Storage
 
-RESOURCE_TYPES = ("topic", "group", "cluster")
+RESOURCE_TYPES = ("topic", "group", "cluster", "subject")  # subject: a schema registry subject
 CLUSTER = "kafka-cluster"  # the one cluster resource's name, as in Kafka
 PATTERN_TYPES = ("literal", "prefixed")
 OPERATIONS = ("read", "write", "describe", "create", "delete", "alter", "all")
@@ -63,6 +63,10 @@ class GroupAuthorizationFailed(LakelogError):
 
 class ClusterAuthorizationFailed(LakelogError):
     code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class SubjectAuthorizationFailed(LakelogError):
+    code = "SUBJECT_AUTHORIZATION_FAILED"
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,8 @@ class Authorizer:
     def check(self, principal: str, operation: str, resource_type: str, name: str) -> None:
         if self.allowed(principal, operation, resource_type, name):
             return
-        error = {"topic": TopicAuthorizationFailed, "group": GroupAuthorizationFailed}.get(
+        error = {"topic": TopicAuthorizationFailed, "group": GroupAuthorizationFailed,
+                 "subject": SubjectAuthorizationFailed}.get(
             resource_type, ClusterAuthorizationFailed)
         raise error(f"principal {principal!r} may not {operation} {resource_type} {name!r}")
 

@@ -20,6 +20,7 @@ OFFSETS_TABLE = "_control/consumer_offsets"
 ACLS_TABLE = "_control/acls"
 REPLICAS_TABLE = "_control/replicas"
 JOB_RUNS_TABLE = "_control/job_runs"
+SCHEMAS_TABLE = "_control/schemas"  # the schema registry: schemas, subjects' versions, config, mode
 SINK_STAGING = "_staging/sink"
 CLUSTER_NODES = "_cluster/nodes"
 TOPICS = "topics"

@@ -33,7 +33,7 @@ def acl_filter(principal: str | None, resource_type: str | None, pattern_type: s
 
 PrincipalQ = Annotated[str | None, Query(min_length=1, max_length=256)]
 NameQ = Annotated[str | None, Query(min_length=1, max_length=249)]
-ResourceQ = Literal["topic", "group", "cluster"] | None
+ResourceQ = Literal["topic", "group", "cluster", "subject"] | None
 PatternQ = Literal["literal", "prefixed"] | None
 OperationQ = Literal["read", "write", "describe", "create", "delete", "alter", "all"] | None
 PermissionQ = Literal["allow", "deny"] | None

@@ -121,7 +121,7 @@ class Filter:
     nothing: bool = False  # asks for a binding lakelog never stores (another host, a Kafka-only operation)
 
     def matches(self, acl: Acl) -> bool:
-        if self.nothing:
+        if self.nothing or acl.resource_type not in RESOURCE_TYPES.values():  # a schema registry subject's
             return False
         fields = (("resource_type", self.resource_type), ("principal", self.principal),
                   ("operation", self.operation), ("permission", self.permission))
