@@ -222,7 +222,12 @@ class GroupCoordinator(Offsets, Handover):
             remaining = deadline - self._clock()
             if remaining <= 0:
                 with self._lock:
-                    return Poll(generation, [], self.membership.member(group_id, member_id)[1].polls)
+                    _, member = self.membership.member(group_id, member_id)
+                    # Another poll of the member (one it gave up on) may have answered meanwhile, into a
+                    # closed connection: this answer must not carry its number, or the member would
+                    # acknowledge records it never got and read on after them. Its positions go back.
+                    positions.acknowledge(member, after)
+                    return Poll(generation, [], member.polls)
             self.broker.wait_for_commit(min(remaining, wait_s))
 
     def _poll_plan(self, group_id: str, member_id: str) -> tuple[int, positions.Plan]:
