@@ -47,3 +47,35 @@ def test_an_empty_answer_never_acknowledges_an_abandoned_polls_records(tmp_path:
             assert offsets(again) == [0, 1, 2, 3, 4]
         finally:
             coordinator.close()
+
+
+def test_an_abandoned_poll_finishing_late_never_rolls_back_the_answer_the_member_got(tmp_path: Path) -> None:
+    """The other order: the member's new poll (after=0) answers first with records and the member gets
+    them; its abandoned poll (after=0 too) times out afterwards. That one must change nothing: rolling the
+    positions back would hand the same records out again (and let a commit move backwards)."""
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        coordinator = GroupCoordinator(broker, initial_rebalance_delay_ms=0)
+        try:
+            member, _ = coordinator.join("g", OPTIONS)
+            assert coordinator.poll("g", member, timeout_ms=0, after=0).number == 0  # nothing yet: positions set
+            received = []
+            wait_for_commit = broker.wait_for_commit
+
+            def records_arrive_and_the_new_poll_takes_them(timeout_s: float) -> None:
+                if not received:
+                    broker.produce("t", [Record(f"v{i}".encode()) for i in range(5)])
+                    # The member gave up on the poll waiting here and asked again (after=0): answered at once.
+                    received.append(coordinator.poll("g", member, timeout_ms=0, after=0))
+                wait_for_commit(timeout_s)
+
+            broker.wait_for_commit = records_arrive_and_the_new_poll_takes_them  # type: ignore[method-assign]
+            abandoned = coordinator.poll("g", member, timeout_ms=300, after=0)  # its answer goes nowhere
+            broker.wait_for_commit = wait_for_commit  # type: ignore[method-assign]
+            assert offsets(abandoned) == []
+            assert [offsets(p) for p in received] == [[0, 1, 2, 3, 4]] and received[0].number == 1
+            broker.produce("t", [Record(b"v5")])
+            again = coordinator.poll("g", member, timeout_ms=0, after=received[0].number)
+            assert offsets(again) == [5], "the abandoned poll rolled back the answer the member got"
+        finally:
+            coordinator.close()

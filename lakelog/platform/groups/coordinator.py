@@ -204,7 +204,7 @@ class GroupCoordinator(Offsets, Handover):
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         deadline = self._clock() + max(timeout_ms, 0) / 1000
         with self._lock:  # before the auto-commit: a lost answer's records are not committed past
-            positions.acknowledge(self.membership.member(group_id, member_id)[1], after)
+            started = positions.start(self.membership.member(group_id, member_id)[1], after)
         self._auto_commit(group_id, member_id)
         wait_s = self.broker.settings.refresh_interval_ms / 1000  # other writers' commits are seen by refresh
         while True:
@@ -218,15 +218,20 @@ class GroupCoordinator(Offsets, Handover):
             if results:
                 with self._lock:
                     _, member = self.membership.member(group_id, member_id)
-                    return Poll(generation, positions.advance(member, results, after), member.polls)
+                    if after is not None and positions.overtaken(member, started):
+                        return Poll(generation, [], after)  # another poll answered meanwhile: change nothing
+                    return Poll(generation, positions.advance(member, results, after, started), member.polls)
             remaining = deadline - self._clock()
             if remaining <= 0:
                 with self._lock:
                     _, member = self.membership.member(group_id, member_id)
-                    # Another poll of the member (one it gave up on) may have answered meanwhile, into a
-                    # closed connection: this answer must not carry its number, or the member would
-                    # acknowledge records it never got and read on after them. Its positions go back.
-                    positions.acknowledge(member, after)
+                    # Another poll of the member may have answered meanwhile (into a closed connection, or
+                    # this one is the abandoned one): this answer must not carry its number, or the member
+                    # would acknowledge records it never got; nor may it roll that answer back, which the
+                    # member may have received. Its next poll's `after` settles which (`acknowledge`).
+                    if after is not None and positions.overtaken(member, started):
+                        return Poll(generation, [], after)
+                    positions.advance(member, [], after, started)  # counts the answer; rewinds if after != polls
                     return Poll(generation, [], member.polls)
             self.broker.wait_for_commit(min(remaining, wait_s))
 

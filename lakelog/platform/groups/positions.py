@@ -87,14 +87,36 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
 POLLS_REMEMBERED = 16  # positions before each of the member's latest polls, for answers lost on the way
 
 
-def advance(member: Member, results: list[FetchResult], after: int | None = None) -> list[FetchResult]:
+def start(member: Member, after: int | None) -> int:
+    """A poll begins: the member's acknowledgement applies (`acknowledge`); answers the member's answer
+    count, which the poll gives back to `overtaken` and `advance` when it answers."""
+    acknowledge(member, after)
+    return member.answers
+
+
+def overtaken(member: Member, started: int) -> bool:
+    """Whether another poll of the member answered since this one started (the count `start` answered).
+    Such a poll hands out nothing and changes nothing: which of the two answers the member received, only
+    its next poll's `after` tells, and that poll's `acknowledge` rolls back the other (a rollback now
+    could undo the answer the member did receive: its records would come again)."""
+    return member.answers != started
+
+
+def advance(member: Member, results: list[FetchResult], after: int | None = None,
+            started: int | None = None) -> list[FetchResult]:
     """Move the member's positions past what it was given; drop results for partitions it lost meanwhile
     or that another poll already delivered. What each poll moved is kept, so that the member can say it
     never got an answer (`acknowledge`).
 
     `after` (the last answer the member got, as this poll said): when another poll of the member answered
     meanwhile (the member gave up waiting for it and asked again), that answer is lost to it; nothing is
-    handed out now and the positions go back to before it, so the next poll hands its records out again."""
+    handed out now and the positions go back to before it, so the next poll hands its records out again.
+
+    `started` (what `start` answered for this numbered poll): if another poll answered since, this one was
+    overtaken (`overtaken`): nothing is handed out and nothing changes."""
+    if after is not None and started is not None and overtaken(member, started):
+        return []
+    member.answers += 1
     if after is not None and member.polls != after:
         acknowledge(member, after)
         return []

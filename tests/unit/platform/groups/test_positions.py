@@ -118,3 +118,41 @@ def test_a_poll_overtaken_by_another_of_the_member_hands_nothing_out_and_rewinds
     results, _ = fetch_fairly(log, [(("t", 0), 4)], max_records=4, max_bytes=None)
     assert advance(member, results, after=0) == []
     assert member.polls == 0 and _positions_of(member) == {0: 0}
+
+
+def test_a_poll_overtaken_by_a_newer_one_that_answered_changes_nothing() -> None:
+    """The member gave up on poll X (after=0) and asked again: Y (after=0 too) answered first, and the
+    member got it. X, finishing afterwards, must neither hand out nor roll back: were Y's positions undone,
+    its records would come again (duplicates, and a commit moving the committed offset backwards)."""
+    from lakelog.platform.groups import positions
+
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)},
+                    positions={("t", 0): 0})
+    log = FakeLog({0: 100})
+    x = positions.start(member, 0)  # the abandoned poll
+    y = positions.start(member, 0)  # the member's new poll
+    assert [r.records.num_rows for r in positions.advance(member, [log.fetch("t", 0, 0, 4)], 0, y)] == [4]
+    assert member.polls == 1 and _positions_of(member) == {0: 4}  # Y answered: number 1, offsets 0-3
+    assert positions.overtaken(member, x)
+    assert positions.advance(member, [log.fetch("t", 0, 0, 4)], 0, x) == []  # X read before Y moved on
+    assert positions.advance(member, [], 0, x) == []  # or X found nothing
+    assert member.polls == 1 and _positions_of(member) == {0: 4}, "the overtaken poll rolled back Y"
+    positions.start(member, 1)  # the member's next poll acknowledges Y
+    assert member.polls == 1 and _positions_of(member) == {0: 4}
+
+
+def test_when_the_abandoned_poll_answered_first_the_next_poll_rolls_it_back() -> None:
+    """The other order: X (abandoned) answered first, into a closed connection; Y, overtaken, answers the
+    member nothing with X's predecessor's number, and the member's next poll (after=0) rolls X back."""
+    from lakelog.platform.groups import positions
+
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)},
+                    positions={("t", 0): 0})
+    log = FakeLog({0: 100})
+    x, y = positions.start(member, 0), positions.start(member, 0)
+    assert len(positions.advance(member, [log.fetch("t", 0, 0, 4)], 0, x)) == 1
+    assert positions.overtaken(member, y)
+    assert positions.advance(member, [log.fetch("t", 0, 4, 4)], 0, y) == []
+    assert member.polls == 1 and _positions_of(member) == {0: 4}  # unchanged until the member says
+    positions.start(member, 0)  # Y's answer carried number 0: X's answer was lost
+    assert member.polls == 0 and _positions_of(member) == {0: 0}
