@@ -19,6 +19,22 @@ def offsets(poll) -> list[int]:  # type: ignore[no-untyped-def]
     return [o for result in poll.results for o in result.records.column("offset").to_pylist()]
 
 
+def another_poll_during_the_wait(broker: Broker, coordinator: GroupCoordinator, member: str) -> list:
+    """From now on, the first wait of a long poll produces five records and runs another poll of the member
+    (after=0, answered at once) before it waits on; the list gets that other poll's answer."""
+    others: list = []
+    wait_for_commit = broker.wait_for_commit
+
+    def records_arrive_and_the_other_poll_takes_them(timeout_s: float) -> None:
+        if not others:
+            broker.produce("t", [Record(f"v{i}".encode()) for i in range(5)])
+            others.append(coordinator.poll("g", member, timeout_ms=0, after=0))
+        wait_for_commit(timeout_s)
+
+    broker.wait_for_commit = records_arrive_and_the_other_poll_takes_them  # type: ignore[method-assign]
+    return others
+
+
 def test_an_empty_answer_never_acknowledges_an_abandoned_polls_records(tmp_path: Path) -> None:
     with Broker(root=str(tmp_path / "data")) as broker:
         broker.create_topic("t", 1)
@@ -26,21 +42,10 @@ def test_an_empty_answer_never_acknowledges_an_abandoned_polls_records(tmp_path:
         try:
             member, _ = coordinator.join("g", OPTIONS)
             assert coordinator.poll("g", member, timeout_ms=0, after=0).number == 0  # nothing yet: positions set
-            waits = []
-            wait_for_commit = broker.wait_for_commit
-
-            def records_arrive_and_the_abandoned_poll_takes_them(timeout_s: float) -> None:
-                if not waits:
-                    broker.produce("t", [Record(f"v{i}".encode()) for i in range(5)])
-                    # The member's earlier poll, given up on by the member (after=0 too), wakes first.
-                    abandoned = coordinator.poll("g", member, timeout_ms=0, after=0)
-                    waits.append(offsets(abandoned))
-                wait_for_commit(timeout_s)
-
-            broker.wait_for_commit = records_arrive_and_the_abandoned_poll_takes_them  # type: ignore[method-assign]
+            # The member's earlier poll, given up on by the member (after=0 too), wakes during the wait.
+            abandoned = another_poll_during_the_wait(broker, coordinator, member)
             answered = coordinator.poll("g", member, timeout_ms=300, after=0)  # the poll the member waits on
-            broker.wait_for_commit = wait_for_commit  # type: ignore[method-assign]
-            assert waits == [[0, 1, 2, 3, 4]]  # the abandoned poll's answer went nowhere
+            assert [offsets(p) for p in abandoned] == [[0, 1, 2, 3, 4]]  # its answer went nowhere
             assert offsets(answered) == []
             assert answered.number == 0, "an empty answer acknowledged the abandoned poll's records"
             again = coordinator.poll("g", member, timeout_ms=0, after=answered.number)
@@ -59,19 +64,9 @@ def test_an_abandoned_poll_finishing_late_never_rolls_back_the_answer_the_member
         try:
             member, _ = coordinator.join("g", OPTIONS)
             assert coordinator.poll("g", member, timeout_ms=0, after=0).number == 0  # nothing yet: positions set
-            received = []
-            wait_for_commit = broker.wait_for_commit
-
-            def records_arrive_and_the_new_poll_takes_them(timeout_s: float) -> None:
-                if not received:
-                    broker.produce("t", [Record(f"v{i}".encode()) for i in range(5)])
-                    # The member gave up on the poll waiting here and asked again (after=0): answered at once.
-                    received.append(coordinator.poll("g", member, timeout_ms=0, after=0))
-                wait_for_commit(timeout_s)
-
-            broker.wait_for_commit = records_arrive_and_the_new_poll_takes_them  # type: ignore[method-assign]
+            # The member gave up on the poll waiting here and asked again (after=0): answered at once.
+            received = another_poll_during_the_wait(broker, coordinator, member)
             abandoned = coordinator.poll("g", member, timeout_ms=300, after=0)  # its answer goes nowhere
-            broker.wait_for_commit = wait_for_commit  # type: ignore[method-assign]
             assert offsets(abandoned) == []
             assert [offsets(p) for p in received] == [[0, 1, 2, 3, 4]] and received[0].number == 1
             broker.produce("t", [Record(b"v5")])
