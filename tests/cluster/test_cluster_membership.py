@@ -52,13 +52,13 @@ def test_nodes_see_each_other_and_a_node_that_stops_renewing_drops_out_after_the
 def test_a_node_that_leaves_is_gone_at_the_next_round_and_listeners_hear_of_it(tmp_path) -> None:
     a, b = member(tmp_path, "a"), member(tmp_path, "b")
     heard = []
-    a.on_change(lambda old, new: heard.append(([n.node_id for n in old.nodes], [n.node_id for n in new.nodes])))
+    a.on_change(lambda old, new: heard.append((old and [n.node_id for n in old.nodes], [n.node_id for n in new.nodes])))
     b.round()
     a.round()
     b.leave()
     a.round()
     a.round()  # no change: no call
-    assert heard == [(["a"], ["a", "b"]), (["a", "b"], ["a"])]
+    assert heard == [(None, ["a", "b"]), (["a", "b"], ["a"])]  # the first round: a held nothing before
     assert not os.path.exists(f"{b.folder}/b.json")
 
 
@@ -82,6 +82,34 @@ def test_a_paused_node_does_not_act_on_its_old_view_until_it_renews(tmp_path) ->
         a.view()
     a.round()  # the heartbeat thread renews
     assert [n.node_id for n in a.view().nodes] == ["a", "b"]
+
+
+def test_a_node_renewing_after_a_lapse_starts_over_though_the_live_nodes_look_the_same(tmp_path) -> None:
+    """Paused past the session timeout, a node's groups may have moved to another node and on (commits
+    accepted there): the first round after it must make the listeners drop what the node held (old None),
+    and requests stay refused until they did."""
+    clock = Clock()
+    a, b = member(tmp_path, "a", clock), member(tmp_path, "b")
+    b.round()
+    a.round()
+    heard: list[tuple[object, list[str], bool]] = []
+
+    def listener(old, new) -> None:
+        try:
+            a.view()
+            refused = False
+        except NotInCluster:
+            refused = True
+        heard.append((old and [n.node_id for n in old.nodes], [n.node_id for n in new.nodes], refused))
+
+    a.on_change(listener)
+    a.round()
+    assert heard == []  # nothing changed, no lapse: no call
+    clock.now += 10  # paused; b renews meanwhile (its own clock), so the live nodes are the same after
+    b.round()
+    a.round()
+    assert heard == [(None, ["a", "b"], True)]
+    assert [n.node_id for n in a.view().nodes] == ["a", "b"]  # served again once the listeners are done
 
 
 def test_a_node_cut_off_from_the_store_fails_its_rounds(tmp_path) -> None:

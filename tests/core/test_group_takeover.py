@@ -108,3 +108,41 @@ def test_a_takeover_overtaken_by_another_change_is_never_served(tmp_path: Path) 
         time.sleep(0.3)
         assert not second.taking_over("g")
         assert "g" not in second.group_ids()
+
+
+def test_a_commit_accepted_before_the_node_was_paused_past_its_session_does_not_land_after(tmp_path: Path) -> None:
+    """Paused past its session timeout, a node's groups moved to another node, which accepted newer commits;
+    a commit the paused node accepted just before must not be appended when it resumes: it would be the
+    group's latest, and its committed offset would go backwards (seen in the chaos test)."""
+    from lakelog.platform.cluster import Membership, Node
+    from lakelog.platform.cluster.errors import NotCoordinator
+
+    now = [1000.0]
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        membership = Membership(broker.storage, Node("a", "http://127.0.0.1/a"), 1000, 3000, clock=lambda: now[0])
+        membership.round()
+        broker.cluster = membership
+        coordinator = GroupCoordinator(broker)
+        writes = coordinator.store._writes
+        write, gate = writes._handle, threading.Event()
+        try:
+            member, generation = coordinator.join("g", OPTIONS)
+            coordinator.commit("g", member, generation, [("t", 0, 3, None)]).result(10)
+            writes._handle = lambda batch: (gate.wait(30), write(batch))  # the append waits out the pause
+            accepted = coordinator.commit("g", member, generation, [("t", 0, 2, None)])
+            now[0] += 10  # SIGSTOP past the session timeout, then SIGCONT
+            gate.set()
+            try:
+                accepted.result(10)
+                raise AssertionError("a commit was appended by a node whose membership had lapsed")
+            except NotCoordinator:
+                pass
+        finally:
+            gate.set()
+            coordinator.close()
+        reader = GroupCoordinator(broker)
+        try:
+            assert reader.store.load()["g"][("t", 0)].offset == 3
+        finally:
+            reader.close()

@@ -76,7 +76,9 @@ def check_node_id(node_id: str) -> str:
     return node_id
 
 
-Listener = Callable[[View, View], None]
+# `listener(old, new)`; `old` is None when this node held nothing before: it is joining, or its membership
+# lapsed (paused or cut off past the session timeout, so the others may have taken its work meanwhile).
+Listener = Callable[["View | None", View], None]
 
 
 class Membership:
@@ -104,8 +106,9 @@ class Membership:
         return self.storage.uri(CLUSTER_NODES)
 
     def on_change(self, listener: Listener) -> None:
-        """`listener(old, new)` runs when a round (or a suspicion) changes the live nodes, before the new
-        view is published; it must not call back into the membership."""
+        """`listener(old, new)` runs when a round (or a suspicion) changes the live nodes, and at the first
+        round after a lapse (`old` None: the node starts over from nothing, even if the live nodes look the
+        same), before the new view is published; it must not call back into the membership."""
         self._listeners.append(listener)
 
     def start(self) -> None:
@@ -126,6 +129,10 @@ class Membership:
     def round(self) -> View:
         """Renew our heartbeat object, list everyone's, and work out who is live."""
         with self._round_lock:
+            started = self._clock()
+            # Paused or cut off past the session timeout: the others may have taken this node's topics and
+            # groups meanwhile and moved on, so what it holds from before is stale, whatever the view says.
+            lapsed = started - self._renewed_at > self.timeout_s
             # With the live nodes of our last round: the others learn that we acted on it (see `released`).
             self.storage.write_bytes(self._object(self.local.node_id),
                                      self.local.to_json([n.node_id for n in self._view.nodes]))
@@ -142,8 +149,12 @@ class Membership:
             self._suspects = {node_id: at for node_id, at in self._suspects.items()
                               if self._modified.get(node_id, at) <= at}
             self._live = nodes
-            self._renewed_at = self._clock()
-            return self._publish()
+            if not lapsed:
+                self._renewed_at = started
+            view = self._publish(lapsed)
+            # After a lapse, requests stay refused (`view()`) until the listeners dropped the stale state.
+            self._renewed_at = started
+            return view
 
     def released(self, keys: set[str]) -> bool:
         """Whether no other live node owns any of `keys` in the view its heartbeat object published last.
@@ -176,18 +187,20 @@ class Membership:
             log.info("node %s unreachable: out of this node's view until it renews", node_id)
             self._publish()
 
-    def _publish(self) -> View:
+    def _publish(self, lapsed: bool = False) -> View:
         """The view from the live nodes and the suspects (under the round lock). Listeners run before it
-        is published: a group this node takes over has its offsets loaded before a request finds it here."""
+        is published: a group this node takes over has its offsets loaded before a request finds it here.
+        `lapsed`: the listeners hear that this node held nothing before (old None)."""
         old = self._view
         nodes = tuple(n for n in self._live if n.node_id not in self._suspects)
-        if nodes == old.nodes:
+        if nodes == old.nodes and not lapsed:
             return old
         new = View(self.local, nodes)
-        log.info("cluster nodes: %s", ", ".join(n.node_id for n in new.nodes))
+        log.info("cluster nodes: %s%s", ", ".join(n.node_id for n in new.nodes),
+                 " (membership renewed after a lapse: starting over)" if lapsed else "")
         for listener in self._listeners:
             try:
-                listener(old, new)
+                listener(None if lapsed else old, new)
             except Exception:
                 log.exception("cluster listener failed")
         self._view = new

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from lakelog.platform.broker import Broker
+from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.platform.groups import positions
 from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
@@ -125,7 +126,7 @@ class GroupCoordinator(Offsets, Handover):
         self._counts: dict[str, int] = {}
         self._counts_at = -1e9
         self.store = OffsetStore(broker.storage, self._durable, commit_linger_ms,
-                                 broker.settings.request_timeout_ms)
+                                 broker.settings.request_timeout_ms, self._membership_current)
         for group_id, offsets in self.store.load().items():
             self.membership.groups[group_id] = Group(group_id, committed=offsets)
         self._stop = threading.Event()
@@ -157,6 +158,16 @@ class GroupCoordinator(Offsets, Handover):
     def heartbeat(self, group_id: str, member_id: str) -> Heartbeat:
         with self._lock:  # memory only: safe on the event loop
             return self.membership.heartbeat(group_id, member_id, self._clock())
+
+    def _membership_current(self) -> bool:
+        """Whether this node's cluster membership is current (not lapsed: a paused node's groups may have
+        moved on); always, outside a cluster."""
+        if self.broker.cluster is not None:
+            try:
+                self.broker.cluster.view()
+            except NotInCluster:
+                return False
+        return True
 
     def _partition_counts(self, max_age_s: float = 0.0) -> PartitionCounts:
         """topic -> partitions from the catalog (storage I/O: never called under the lock)."""

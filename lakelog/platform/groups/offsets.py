@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from lakelog.platform.clock import column_ms, now_ms
+from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
@@ -60,8 +61,14 @@ Durable = Callable[[list[OffsetRow], int], None]
 
 
 class OffsetStore:
-    def __init__(self, storage: Storage, on_durable: Durable, linger_ms: int = 2, timeout_ms: int = 30_000) -> None:
+    def __init__(self, storage: Storage, on_durable: Durable, linger_ms: int = 2, timeout_ms: int = 30_000,
+                 current: Callable[[], bool] = lambda: True) -> None:
+        """`current()`: whether this node's cluster membership is current, asked right before each append.
+        A commit accepted before the node was paused past its session timeout must not land after it
+        resumes: its groups may have moved to another node and on meanwhile (and back to it: the first round
+        after the lapse starts over, `Membership.round`, and appends are refused until it has)."""
         self._storage = storage
+        self._current = current
         self._dt = open_control_table(storage, OFFSETS_TABLE, CONSUMER_OFFSETS_SCHEMA)
         self._on_durable = on_durable
         self._timeout_s = timeout_ms / 1000
@@ -138,6 +145,13 @@ class OffsetStore:
         self._writes.close()
 
     def _write(self, batch: list[_Pending]) -> None:
+        if not self._current():
+            log.warning("offset commits of groups %s refused: this node's cluster membership lapsed",
+                        ", ".join(sorted({row.group for pending in batch for row in pending.rows})))
+            for pending in batch:
+                fail(pending.future, NotCoordinator("this node's cluster membership lapsed (paused, or cut off "
+                                                    "from the store): ask the group's coordinator again"))
+            return
         latest: dict[tuple[str, str, int], OffsetRow] = {}
         for pending in batch:
             for row in pending.rows:
