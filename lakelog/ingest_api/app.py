@@ -83,9 +83,12 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
                             settings.broker_session_timeout_ms)
 
+    joined = threading.Event()  # before the first round this node coordinates nothing
+
     def groups_moved(old: View | None, new: View) -> None:
-        # `old` None: joining, or renewed after a lapse; whatever this node knew of a group is stale.
-        coordinated = (lambda g: False) if old is None else (lambda g: old.is_local(old.owner(group_key(g))))
+        # `old` None: renewed after a lapse; whatever this node knew of a group is stale.
+        fresh = old is None or not joined.is_set()
+        coordinated = (lambda g: False) if fresh else (lambda g: old.is_local(old.owner(group_key(g))))
         coordinator.reassign(coordinated, lambda g: new.is_local(new.owner(group_key(g))),
                              lambda groups: membership.released({group_key(g) for g in groups}),
                              poll_s=settings.broker_heartbeat_interval_ms / 1000,
@@ -93,6 +96,7 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
 
     membership.on_change(groups_moved)
     membership.start()
+    joined.set()
     broker.join_cluster(membership, NodeClient(settings.cluster_secret))
 
 

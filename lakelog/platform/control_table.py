@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
 
 from lakelog.platform.storage import Storage
 
@@ -24,8 +25,11 @@ def control_table_exists(storage: Storage, path: str) -> bool:
 def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
     uri = storage.uri(path)
     if not control_table_exists(storage, path):
-        DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
-                          storage_options=storage.delta_options())
+        try:
+            DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
+                              storage_options=storage.delta_options())
+        except CommitFailedError:
+            pass  # another process created it at the same moment: its version 0 won the put-if-absent
     return DeltaTable(uri, storage_options=storage.delta_options())
 
 

@@ -58,7 +58,7 @@ def test_a_node_that_leaves_is_gone_at_the_next_round_and_listeners_hear_of_it(t
     b.leave()
     a.round()
     a.round()  # no change: no call
-    assert heard == [(None, ["a", "b"]), (["a", "b"], ["a"])]  # the first round: a held nothing before
+    assert heard == [(["a"], ["a", "b"]), (["a", "b"], ["a"])]
     assert not os.path.exists(f"{b.folder}/b.json")
 
 

@@ -76,8 +76,8 @@ def check_node_id(node_id: str) -> str:
     return node_id
 
 
-# `listener(old, new)`; `old` is None when this node held nothing before: it is joining, or its membership
-# lapsed (paused or cut off past the session timeout, so the others may have taken its work meanwhile).
+# `listener(old, new)`; `old` is None when this node's membership lapsed (paused or cut off past the session
+# timeout, so the others may have taken its work meanwhile): what it held before is stale.
 Listener = Callable[["View | None", View], None]
 
 
@@ -132,7 +132,7 @@ class Membership:
             started = self._clock()
             # Paused or cut off past the session timeout: the others may have taken this node's topics and
             # groups meanwhile and moved on, so what it holds from before is stale, whatever the view says.
-            lapsed = started - self._renewed_at > self.timeout_s
+            lapsed = self._renewed_at != -float("inf") and started - self._renewed_at > self.timeout_s
             # With the live nodes of our last round: the others learn that we acted on it (see `released`).
             self.storage.write_bytes(self._object(self.local.node_id),
                                      self.local.to_json([n.node_id for n in self._view.nodes]))
