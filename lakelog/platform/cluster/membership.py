@@ -129,10 +129,7 @@ class Membership:
     def round(self) -> View:
         """Renew our heartbeat object, list everyone's, and work out who is live."""
         with self._round_lock:
-            started = self._clock()
-            # Paused or cut off past the session timeout: the others may have taken this node's topics and
-            # groups meanwhile and moved on, so what it holds from before is stale, whatever the view says.
-            lapsed = self._renewed_at != -float("inf") and started - self._renewed_at > self.timeout_s
+            previous = self._modified.get(self.local.node_id)  # our object's time at our last round
             # With the live nodes of our last round: the others learn that we acted on it (see `released`).
             self.storage.write_bytes(self._object(self.local.node_id),
                                      self.local.to_json([n.node_id for n in self._view.nodes]))
@@ -148,12 +145,18 @@ class Membership:
             # A suspect that renewed since (it restarted, or was only slow) is trusted again.
             self._suspects = {node_id: at for node_id, at in self._suspects.items()
                               if self._modified.get(node_id, at) <= at}
+            # The others count a node out once its object is older than the session timeout by their own
+            # renewals, so only a gap that long between two of ours (paused, or cut off from the store) let
+            # them take this node's topics and groups and move on: what it holds from before is stale then,
+            # whatever the view says. Both times are the store's, as theirs are.
+            lapsed = previous is not None and own - previous > self.timeout_s
             self._live = nodes
+            renewed = self._clock()
             if not lapsed:
-                self._renewed_at = started
+                self._renewed_at = renewed
             view = self._publish(lapsed)
             # After a lapse, requests stay refused (`view()`) until the listeners dropped the stale state.
-            self._renewed_at = started
+            self._renewed_at = renewed
             return view
 
     def released(self, keys: set[str]) -> bool:
