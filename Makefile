@@ -28,7 +28,7 @@ demo: $(STAMP)
 # TEST_WORKERS= runs the first part serially too.
 TEST_WORKERS ?= -n 2 --dist loadgroup
 
-# The independent Kafka clients of tests/kafka/test_independent_clients.py: kcat (Debian's package, below)
+# The independent Kafka clients of tests/kafka/test_independent_*.py: kcat (Debian's package, below)
 # and KafkaJS, `npm ci` from the committed tests/kafka/js/package-lock.json (node and npm from Debian when
 # missing). A client that could not be installed skips its tests, and fails them under CI=true.
 KAFKAJS := tests/kafka/js

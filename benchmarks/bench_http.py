@@ -26,6 +26,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, free_port, percentile
 from lakelog.platform import Broker
+from lakelog.platform.catalog import MAX_PARTITIONS
 from lakelog.settings import Settings
 
 SUITE = "http"
@@ -287,6 +288,18 @@ def produce_to_poll(server: Server, topic: str, rate: int, seconds: float) -> li
     return latencies
 
 
+def largest_create(server: Server) -> float:
+    """Seconds to create a topic of the most partitions a topic may have, over HTTP (a local folder): the
+    response describes every partition."""
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        start = time.perf_counter()
+        response = c.post("/v1/topics", json={"name": "largest", "partitions": MAX_PARTITIONS})
+        elapsed = time.perf_counter() - start
+    response.raise_for_status()
+    assert len(response.json()["partitions"]) == MAX_PARTITIONS
+    return elapsed
+
+
 def run(console: Console, quick: bool = False) -> list[Figure]:
     seconds = 4 if quick else 10
     work = tempfile.mkdtemp(prefix="lakelog-bench-http-")
@@ -296,6 +309,10 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         with httpx.Client(base_url=server.url, timeout=30) as c:
             for topic in ("json", "arrow", "single", "e2e"):
                 c.post("/v1/topics", json={"name": topic, "partitions": PARTITIONS})
+        console.log(f"http: create a {MAX_PARTITIONS:,}-partition topic")
+        seconds_taken = largest_create(server)
+        figures.append(Figure(SUITE, f"create a {MAX_PARTITIONS:,}-partition topic over HTTP (local folder)",
+                              seconds_taken, "s", "<= 1 s", seconds_taken <= 1))
         console.log("http: core produce, 4 in-process clients, 1,000-record Record lists (reference)")
         core_json = core_throughput(work, False, JSON_BATCH, seconds)
         figures.append(Figure(SUITE, f"core produce, {CLIENTS} threads, {JSON_BATCH:,}-record Record lists",

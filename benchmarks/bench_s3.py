@@ -13,16 +13,19 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from urllib.parse import quote
 
 import boto3
 from rich.console import Console
 
 from benchmarks.common import Figure, percentile, server_heap
 from lakelog.platform import Broker, Record
+from lakelog.platform.catalog_table import SNAPSHOT_DIR
+from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.settings import Settings
 from tests.conftest import S3Endpoint, free_port, start_moto
-from tests.s3_latency import KINDS, S3_EXPRESS, S3_STANDARD, Counted, DelayProxy
+from tests.s3_latency import KINDS, S3_EXPRESS, S3_STANDARD, Counted, DelayProxy, Request
 
 SUITE = "s3"
 BUCKET = "lakelog-bench"
@@ -35,6 +38,9 @@ PRODUCE_TARGETS: dict[float, tuple[float | None, float | None]] = {
     0.0: (None, None), S3_STANDARD: (100.0, 250.0), S3_EXPRESS: (None, 50.0)}
 REQUESTS_TARGET = 3
 POLL_P99_TARGET_MS = 400.0
+CREATE_AT_TOPIC = 1000  # issue 26: topic create <= 100 ms at the 1,000th topic, 30 ms RTT
+CREATE_TARGET_MS = 100.0
+CREATES_MEASURED = 5
 
 
 def _batch(partitions: int, i: int) -> list[Record]:
@@ -109,6 +115,51 @@ def bench_produce_to_poll(endpoint: S3Endpoint, samples: int) -> dict[str, list[
     return seen
 
 
+def bench_topic_create(endpoint: S3Endpoint, proxy: DelayProxy, nth: int) -> tuple[list[float], list[Counted]]:
+    """Seconds and requests of CREATES_MEASURED topic creates (8 partitions) at a 30 ms round trip, the first
+    of them the `nth` topic of the catalog (the topics before it created with no added delay)."""
+    proxy.delay = 0.0
+    with Broker(Settings(root=endpoint.root(), storage=endpoint.options)) as broker:
+        for i in range(nth - 1):
+            broker.create_topic(f"seed-{i:05d}", 1)
+        time.sleep(1)  # the catalog's snapshot of a multiple of 50 versions is written in the background
+        proxy.delay = S3_STANDARD
+        latencies, counted = [], []
+        for i in range(CREATES_MEASURED):
+            with proxy.counter.measure() as requests:
+                start = time.perf_counter()
+                broker.create_topic(f"measured-{i}", 8)
+                latencies.append(time.perf_counter() - start)
+            counted.append(Counted([r for r in requests.requests if _of_create(r, f"measured-{i}")]))
+    return latencies, counted
+
+
+def _of_create(request: Request, topic: str) -> bool:
+    """A request of the create of `topic`: of its table, or a write of the catalog's commit. Not the reads
+    and writes of the catalog's snapshot and Delta checkpoint, made in the background every 50 versions (the
+    1,000th is one); the create itself reads nothing."""
+    if f"/{topic_path(topic)}/" in request.target or quote(f"/{topic_path(topic)}/", safe="") in request.target:
+        return True  # its version 0 and checkpoint; the listing of its log (the prefix in the query)
+    return f"/{CATALOG_TABLE}/" in request.target and request.kind in ("put_data", "put_log") \
+        and f"/{SNAPSHOT_DIR}/" not in request.target and "checkpoint" not in request.target
+
+
+def _create_figures(nth: int, latencies: list[float], counted: list[Counted]) -> list[Figure]:
+    first = latencies[0] * 1000
+    requests = statistics.median(c.total for c in counted)
+    spelled = ", ".join(f"{kind} {n:g}" for kind in KINDS
+                        if (n := statistics.median(c.counts[kind] for c in counted)))
+    return [
+        Figure(SUITE, f"topic create at the {nth:,}th topic, 30 ms RTT", first, "ms",
+               f"<= {CREATE_TARGET_MS:.0f} ms", first <= CREATE_TARGET_MS,
+               note=f"median of {len(latencies)} creates from there: {_ms(latencies, 50):.0f} ms"),
+        Figure(SUITE, f"object requests per topic create, {nth:,} topics", requests, "requests",
+               "<= 3 round trips", note=f"median of {len(counted)}: {spelled}; two round trips: the table's version 0, "
+                                        "its log's listing and the catalog row's file, then the catalog commit "
+                                        "and the table's checkpoint"),
+    ]
+
+
 def _ms(samples: list[float], q: float) -> float:
     return percentile(samples, q) * 1000
 
@@ -159,6 +210,9 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
                     figures += _produce_figures(preset, partitions, latencies)
                     if preset == S3_STANDARD:  # the counts do not depend on the delay
                         figures += _request_figures(partitions, counted, versions)
+            for nth in (1, 100 if quick else CREATE_AT_TOPIC):
+                console.log(f"s3: topic create at the {nth:,}th topic, 30 ms RTT")
+                figures += _create_figures(nth, *bench_topic_create(endpoint, proxy, nth))
             proxy.delay = S3_STANDARD
             console.log("s3: produce to long-poll fetch, 30 ms RTT")
             seen = bench_produce_to_poll(endpoint, 10 if quick else 30)

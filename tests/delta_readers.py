@@ -79,3 +79,13 @@ def assert_duckdb_agrees(root: str, topic: str, storage: Mapping[str, str] | Non
                  if where not in values or values[where] != value]
         assert not wrong, f"{topic}: {len(wrong)} acknowledged records not as DuckDB reads them, e.g. {wrong[:3]}"
     return rows
+
+
+def duckdb_column(root: str, topic: str, column: str, storage: Mapping[str, str] | None = None
+                  ) -> dict[tuple[int, int], object]:
+    """One column of the topic's table as DuckDB reads it (a struct as a dict), by (partition, offset)."""
+    uri = Storage.open(root, storage).uri("topics", topic)
+    with connect(storage) as con:
+        # As Arrow: DuckDB's Python rows would need pytz for a timestamp with a time zone.
+        rows = con.execute(f'SELECT "partition", "offset", "{column}" FROM delta_scan(\'{uri}\')').fetch_arrow_table()
+    return {(int(p), int(o)): value for p, o, value in zip(*(rows.column(i).to_pylist() for i in range(3)))}

@@ -1,5 +1,7 @@
 """The check every crash, concurrency and fuzz test ends with: the topic tables, read as any Delta reader
-reads them, hold each (partition, offset) once, with no gaps, up to the partition's log end offset.
+reads them, hold each (partition, offset) once, with no gaps, up to the partition's log end offset. A gap
+is allowed only where the table declares it: an empty file whose offset statistics cover it (an aborted
+transaction's placeholder); an open transaction's reserved offsets, covered by no file, fail the check.
 
 It reads the data files named by the table's snapshot directly (not through lakelog's fetch path, which
 could hide a duplicate) and compares with the `lakelog.partition.<p>` SetTransaction versions.
@@ -18,6 +20,7 @@ from lakelog.platform.catalog import Catalog
 from lakelog.platform.storage import Storage
 
 PARTITION_APP_PREFIX = "lakelog.partition."  # the log's SetTransaction app ids, spelled out independently
+OPEN_APP_PREFIX = "lakelog.open."  # the first offset + 1 of a partition's oldest open transaction (0: none)
 
 
 def topic_offsets(root: str, topic: str, storage: Mapping[str, str] | None = None) -> dict[int, list[int]]:
@@ -38,23 +41,50 @@ def topic_offsets(root: str, topic: str, storage: Mapping[str, str] | None = Non
     return {p: sorted(offsets) for p, offsets in found.items()}
 
 
+def aborted_ranges(root: str, topic: str, storage: Mapping[str, str] | None = None) -> dict[int, set[int]]:
+    """The offsets the table declares empty, per partition: files of no records whose offset statistics
+    cover a range (an aborted transaction's placeholder, or compaction's when it dropped a whole range)."""
+    store = Storage.open(root, storage)
+    table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    partitions = actions.get("partition.partition") or actions.get("min.partition") or [None] * len(actions["path"])
+    declared: dict[int, set[int]] = {}
+    for count, partition, low, high in zip(actions["num_records"], partitions, actions["min.offset"],
+                                           actions["max.offset"]):
+        if count == 0 and partition is not None and low is not None and high is not None:
+            declared.setdefault(int(partition), set()).update(range(int(low), int(high) + 1))
+    return declared
+
+
 def assert_topic_intact(root: str, topic: str, storage: Mapping[str, str] | None = None,
                         allow_gaps: bool = False) -> dict[int, list[int]]:
     """No duplicate (partition, offset); offsets dense (unless compaction may have made gaps) up to the
-    log end offset. Returns the offsets per partition."""
+    log end offset, except where an empty file declares a range empty (an aborted transaction's offsets,
+    which are never reused: `aborted_ranges`). Returns the offsets per partition."""
     store = Storage.open(root, storage)
     table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
     offsets = topic_offsets(root, topic, storage)
+    declared = aborted_ranges(root, topic, storage)
     problems = []
-    for partition, stored in sorted(offsets.items()):
+    for partition in sorted(set(offsets) | set(declared)):
+        stored = offsets.get(partition, [])
+        empty = declared.get(partition, set())
         duplicates = sorted(o for o, n in Counter(stored).items() if n > 1)
         if duplicates:
             problems.append(f"{topic}-{partition}: duplicate offsets {duplicates[:10]}")
+        overlap = sorted(empty & set(stored))
+        if overlap:
+            problems.append(f"{topic}-{partition}: offsets {overlap[:10]} both stored and declared empty")
         end = table.transaction_version(f"{PARTITION_APP_PREFIX}{partition}") or 0
-        if stored and stored[-1] != end - 1:
-            problems.append(f"{topic}-{partition}: last offset {stored[-1]} but log end offset {end}")
-        if not allow_gaps and stored:
-            missing = sorted(set(range(stored[0], stored[-1] + 1)) - set(stored))
+        open_first = (table.transaction_version(f"{OPEN_APP_PREFIX}{partition}") or 0) - 1
+        if open_first >= 0:
+            problems.append(f"{topic}-{partition}: a transaction is still open from offset {open_first}")
+        last = max([*stored[-1:], *empty], default=None)
+        if last is not None and last != end - 1:
+            problems.append(f"{topic}-{partition}: last offset {last} but log end offset {end}")
+        if not allow_gaps and last is not None:
+            first = min([*stored[:1], *empty])
+            missing = sorted(set(range(first, last + 1)) - set(stored) - empty)
             if missing:
                 problems.append(f"{topic}-{partition}: missing offsets {missing[:10]}")
     assert not problems, "; ".join(problems)

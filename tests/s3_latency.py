@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class Request(NamedTuple):
     kind: str
     method: str
     target: str  # path and query, as sent
+    at: float = 0.0  # when its head reached the proxy (the proxy's monotonic clock, seconds)
 
 
 def classify(method: str, target: str) -> str:
@@ -91,6 +93,14 @@ class Counted:
     def describe(self) -> str:
         """One line per request, for assertion messages."""
         return "\n".join(f"{r.kind:8} {r.method:6} {r.target}" for r in self.requests)
+
+    def round_trips(self, one_way_delay_s: float) -> int:
+        """How many round trips the requests took, when the proxy delays each way by `one_way_delay_s`:
+        requests sent together (in parallel) reach the proxy within a few ms of each other, and a request
+        sent after another's answer comes at least two delays later; so arrivals more than one delay apart
+        start a new round trip."""
+        times = sorted(r.at for r in self.requests)
+        return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] > one_way_delay_s)
 
 
 class CounterView:
@@ -139,7 +149,7 @@ class RequestCounter(CounterView):
 
     def record(self, method: str, target: str) -> None:
         with self._lock:
-            self._log.append(Request(classify(method, target), method, target))
+            self._log.append(Request(classify(method, target), method, target, time.monotonic()))
 
     def requests(self, since: int = 0) -> list[Request]:
         with self._lock:

@@ -1,5 +1,5 @@
 # TEST ONLY. Copied as override.tf into a temporary copy of infra/terraform by
-# tests/infra/test_infra_terraform_moto.py, with @ENDPOINT@ replaced by the URL of
+# tests/infra/test_infra_terraform_apply_*.py (tests/infra/tf_stack.py), with @ENDPOINT@ replaced by the URL of
 # a moto server on 127.0.0.1. Terraform merges it into the provider block of
 # versions.tf: every AWS service the module uses is pointed at the local
 # endpoint, with fake credentials and no call to the real AWS.

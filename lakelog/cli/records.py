@@ -18,7 +18,10 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.groups import positions as group_positions
 from lakelog.platform.groups.membership import check_group_id
-from lakelog.platform.records import ConsumerRecord, TopicPartition, encode_bytes
+from lakelog.platform import typed_produce
+from lakelog.platform.records import ConsumerRecord, TopicPartition, encode_bytes, records_to_columns
+from lakelog.platform.schema_registry import SchemaRegistry
+from lakelog.platform.schema_registry.validation import RecordValidator
 
 PRODUCE_CHUNK = 1000
 
@@ -54,7 +57,8 @@ def produce(
     """Produce one record per stdin line; print {"partition", "offset"} per record."""
     headers = parse_headers(header) or None
     with broker() as b:
-        b.topic(topic)  # unknown topic: fail before reading stdin
+        typed = b.topic(topic).config.validates_schemas  # unknown topic: fail before reading stdin
+        validator = RecordValidator(SchemaRegistry(b.storage)) if typed else None
         for lines in _stdin_chunks(sys.stdin.isatty()):
             records = []
             for line in lines:
@@ -66,7 +70,11 @@ def produce(
                     raw_key, value = line.split(key_separator, 1)
                     key = raw_key.encode()
                 records.append(Record(value.encode(), key=key, partition=partition, headers=headers))
-            result = b.produce(topic, records, acks=acks)
+            if validator is not None:  # a typed topic checks its records as over HTTP and Kafka
+                checked = typed_produce.screen(b, validator, topic, records_to_columns(records))
+                result = typed_produce.submit(b, checked, acks, None, None).result()
+            else:
+                result = b.produce(topic, records, acks=acks)
             sys.stdout.write("".join(
                 json.dumps({"partition": p, "offset": o}) + "\n" for p, o, _ in result.records()))
             sys.stdout.flush()

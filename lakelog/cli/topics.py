@@ -82,7 +82,8 @@ def topics_describe(name: str, output: Optional[str] = OutputOption) -> None:
             row += [p["leader"], ",".join(p["replicas"]), ",".join(p["isr"])]
         rows.append(row)
     print_table(columns, rows)
-    typer.echo("Configs: " + ",".join(f"{k}={v}" for k, v in sorted(result["config"].items())))
+    typer.echo("Configs: " + ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"  # Kafka's true/false
+                                      for k, v in sorted(result["config"].items())))
 
 
 @topics_app.command("alter")

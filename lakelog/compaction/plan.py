@@ -60,9 +60,19 @@ class CompactionPlan:
 def closed_segments(files: Sequence[SegmentFile]) -> list[SegmentFile]:
     """All files but the active segment (the one holding the highest offsets), up to the first slice of
     a shared file."""
-    ordered = sorted(files, key=lambda f: f.min_offset)[:-1]
+    ordered = _before_a_hole(sorted(files, key=lambda f: f.min_offset))[:-1]
     shared = next((i for i, f in enumerate(ordered) if f.shared), len(ordered))
     return ordered[:shared]
+
+
+def _before_a_hole(ordered: list[SegmentFile]) -> list[SegmentFile]:
+    """The files up to the first hole in their offsets: an open transaction's reserved offsets, filled in
+    when it ends (platform/log/reservations.py). A rewrite across it would cover offsets its records will
+    take."""
+    for i in range(1, len(ordered)):
+        if ordered[i].min_offset > ordered[i - 1].max_offset + 1:
+            return ordered[:i]
+    return ordered
 
 
 def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, segment_ms: int,
@@ -84,7 +94,8 @@ def plan_roll(partition: int, files: Sequence[SegmentFile], segment_bytes: int, 
         run.clear()
 
     for segment in sorted(files, key=lambda f: f.min_offset):
-        if run and run[-1].shared != segment.shared:
+        if run and (run[-1].shared != segment.shared or segment.min_offset > run[-1].max_offset + 1):
+            # a hole (an open transaction's offsets, see _before_a_hole) ends a run: never merged across
             close("age" if _aged(run, segment_ms, now_ms) else "none")
         if not segment.shared and (segment.size_bytes >= segment_bytes * FULL_FRACTION or is_segment(segment)):
             close("age" if _aged(run, segment_ms, now_ms) else "none")

@@ -28,9 +28,11 @@ from lakelog.platform.cluster import Membership, Node, View
 from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.membership import node_id_of
 from lakelog.platform.cluster.ownership import group_key
+from lakelog.platform.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.history import HistorySampler
+from lakelog.platform.layout import TRANSACTIONS_TABLE
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.observability import startup_log
 from lakelog.settings import Settings
@@ -72,7 +74,10 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
     join_cluster(settings, broker, coordinator)
     # Started once the node knows what it leads: the history it samples is of its own topics and groups.
     history = HistorySampler(broker, coordinator, settings.history_interval_s, settings.history_window_s).start()
-    return Services(settings, broker, coordinator, acls, authorizer, metrics, history)
+    services = Services(settings, broker, coordinator, acls, authorizer, metrics, history)
+    if control_table_exists(broker.storage, TRANSACTIONS_TABLE):  # transactions left to complete or time out
+        services.transactions()
+    return services
 
 
 def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> None:
@@ -201,6 +206,8 @@ def stop_services(services: Services) -> None:
     if services.broker.cluster is not None:  # the others take this node's topics and groups at their next round
         services.broker.cluster.leave()
     try:
+        if services._transactions is not None:
+            services._transactions.close()
         services.coordinator.close()
     finally:
         services.broker.close()

@@ -37,6 +37,8 @@ NDJSON = "application/x-ndjson"
 class ParsedProduce:
     records: RecordColumns | pa.Table  # JSON bodies as columns, Arrow bodies as the table sent
     producer: dict[str, Any]  # producer_id, producer_epoch, sequence found in the body
+    key_format: str = "string"  # how keys and values were given: json ones are converted on typed topics
+    value_format: str = "string"
 
 
 # ---- produce ------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def parse_json_body(body: bytes) -> ParsedProduce:
     key_format = check_format(doc.get("key_format", "string"), "key_format")
     value_format = check_format(doc.get("value_format", "string"), "value_format")
     producer = {name: doc[name] for name in ("producer_id", "producer_epoch", "sequence") if doc.get(name) is not None}
-    return ParsedProduce(record_columns(records, key_format, value_format), producer)
+    return ParsedProduce(record_columns(records, key_format, value_format), producer, key_format, value_format)
 
 
 def parse_ndjson_body(body: bytes, key_format: str, value_format: str) -> ParsedProduce:
@@ -68,8 +70,8 @@ def parse_ndjson_body(body: bytes, key_format: str, value_format: str) -> Parsed
                 raise MalformedRequest(f"malformed JSON on line {number}: {exc}") from None
     if not records:
         raise SchemaViolation("no records: send one JSON record object per line")
-    return ParsedProduce(record_columns(records, check_format(key_format, "key_format"),
-                                        check_format(value_format, "value_format")), {})
+    key_format, value_format = check_format(key_format, "key_format"), check_format(value_format, "value_format")
+    return ParsedProduce(record_columns(records, key_format, value_format), {}, key_format, value_format)
 
 
 def parse_arrow_body(body: bytes) -> ParsedProduce:

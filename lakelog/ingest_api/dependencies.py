@@ -17,6 +17,8 @@ from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
+from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
+from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.settings import Settings
 
 
@@ -36,6 +38,8 @@ class Services:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _registry: SchemaRegistry | None = None
     _registry_lock: threading.Lock = field(default_factory=threading.Lock)
+    _validator: RecordValidator | None = None
+    _transactions: TransactionCoordinator | None = None
 
     def schema_registry(self) -> SchemaRegistry:
         """The root's schema registry, its control table opened (created) on first use."""
@@ -43,6 +47,25 @@ class Services:
             if self._registry is None:
                 self._registry = SchemaRegistry(self.broker.storage)
             return self._registry
+
+    def transactions(self) -> TransactionCoordinator:
+        """The node's Kafka transaction coordinator, started on first use (its state read from the root)."""
+        with self._registry_lock:
+            if self._transactions is None:
+                self._transactions = TransactionCoordinator(self.broker.storage, self.broker.topic_log,
+                                                            self.coordinator.commit_transactional,
+                                                            self.coordinator.committed,
+                                                            owns=cluster_owner(self.broker.cluster),
+                                                            reload_group=self.coordinator.reload_offsets)
+            return self._transactions
+
+    def record_validator(self) -> RecordValidator:
+        """Typed topics' record checks against the registry (storage I/O on first use: off the event loop)."""
+        registry = self.schema_registry()
+        with self._registry_lock:
+            if self._validator is None:
+                self._validator = RecordValidator(registry)
+            return self._validator
 
     def reserve(self, size: int) -> None:
         """Back-pressure: refuse produce bodies beyond `max_inflight_produce_bytes` held at once."""

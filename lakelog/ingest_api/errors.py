@@ -129,6 +129,8 @@ def lakelog_error_response(error: core.LakelogError) -> Response:
     extra: dict[str, Any] = {}
     if isinstance(error, core.OffsetOutOfRange):
         extra = {"log_start_offset": error.log_start_offset, "log_end_offset": error.log_end_offset}
+    elif isinstance(error, core.RecordsRefused):
+        extra = {"record_errors": [{"index": index, "message": message} for index, message in error.record_errors]}
     status = status_of(error)
     return error_response(status, error.code, error.message, error.retriable or status == 503, **extra)
 

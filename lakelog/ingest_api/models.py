@@ -120,8 +120,19 @@ class RecordOffset(Strict):
     timestamp: int
 
 
+class DeadLetter(Strict):
+    index: int = Field(..., description="The record's place in the request")
+    topic: str = Field(..., description="The dead-letter topic (errors.deadletterqueue.topic.name)")
+    partition: int
+    offset: int
+    reason: str
+
+
 class ProduceResponse(Strict):
-    offsets: list[RecordOffset]
+    offsets: list[RecordOffset] = Field(..., description="One per record, in order; -1 (partition, offset, "
+                                                          "timestamp) for a record sent to the dead-letter topic")
+    dead_letters: list[DeadLetter] | None = Field(
+        None, description="Typed topics: the records that failed validation and went to the dead-letter topic")
 
 
 class FetchedHeader(Strict):
@@ -148,6 +159,8 @@ class FetchedRecord(Strict):
 class FetchResponse(Strict):
     records: list[FetchedRecord]
     high_watermark: int | None = None
+    last_stable_offset: int | None = Field(None, description="Below it no transaction is open: records are "
+                                                             "answered up to it (read committed)")
     log_start_offset: int | None = None
     next_offset: int | None = None
     generation: int | None = None
@@ -406,6 +419,11 @@ class JobRuns(Strict):
 # ---- errors --------------------------------------------------------------------
 
 
+class RecordErrorEntry(Strict):
+    index: int
+    message: str
+
+
 class ErrorResponse(Strict):
     """Every error answer (4xx, 5xx)."""
 
@@ -417,3 +435,5 @@ class ErrorResponse(Strict):
     retriable: bool = Field(description="Whether the same request may succeed later (503 and 429 answers)")
     log_start_offset: int | None = Field(None, description="OFFSET_OUT_OF_RANGE only: first offset still there")
     log_end_offset: int | None = Field(None, description="OFFSET_OUT_OF_RANGE only: offset the next record gets")
+    record_errors: list[RecordErrorEntry] | None = Field(
+        None, description="INVALID_RECORD of a typed topic: each refused record's index in the request and why")

@@ -43,6 +43,7 @@ class ProducedBatch:
     producer_id: int  # -1: not an idempotent producer
     producer_epoch: int
     base_sequence: int
+    transactional: bool = False  # held outside the table until its transaction ends (handlers/transactions.py)
 
     @property
     def idempotent(self) -> bool:
@@ -93,8 +94,8 @@ def _produced(batch, partition: int, version: int) -> ProducedBatch:  # type: ig
                                  CODES["UNSUPPORTED_COMPRESSION_TYPE"])
     if not batch.validate_crc():
         raise KafkaProtocolError("record batch CRC mismatch", CODES["CORRUPT_MESSAGE"])
-    if batch.is_transactional or batch.is_control_batch:
-        raise KafkaProtocolError("transactions are not supported", CODES["INVALID_REQUEST"])
+    if batch.is_control_batch:  # markers are the coordinator's, never a producer's
+        raise KafkaProtocolError("a produced batch may not be a control batch", CODES["INVALID_RECORD"])
     keys, values, headers, timestamps = [], [], [], []
     for record in batch:
         keys.append(record.key)
@@ -102,7 +103,8 @@ def _produced(batch, partition: int, version: int) -> ProducedBatch:  # type: ig
         headers.append([{"key": k, "value": v} for k, v in record.headers] if record.headers else None)
         timestamps.append(record.timestamp if record.timestamp >= 0 else None)
     columns = RecordColumns(keys, values, headers, timestamps, [partition] * len(values))
-    return ProducedBatch(columns, batch.producer_id, batch.producer_epoch, batch.base_sequence)
+    return ProducedBatch(columns, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                         bool(batch.is_transactional))
 
 
 def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2) -> bytes:

@@ -10,6 +10,8 @@ from lakelog.platform.acl import ANONYMOUS, Authorizer
 from lakelog.platform.broker import Broker
 from lakelog.platform.errors import BrokerClosed
 from lakelog.platform.groups import GroupCoordinator
+from lakelog.platform.transactions.coordinator import TransactionCoordinator
+from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.settings import Settings
 
 
@@ -23,6 +25,10 @@ class Services(Protocol):
     closing: bool
     handing_over: bool
     open_topics: set[str]  # topics whose tables are open: produce submits without storage I/O
+
+    def transactions(self) -> TransactionCoordinator: ...  # the node's transaction coordinator
+
+    def record_validator(self) -> RecordValidator: ...  # typed topics' checks (storage I/O on first use)
 
 
 @dataclass

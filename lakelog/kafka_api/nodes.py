@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from lakelog.kafka_api.context import Context
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.membership import Node, View
-from lakelog.platform.cluster.ownership import group_key, topic_key
+from lakelog.platform.cluster.ownership import group_key, topic_key, transaction_key
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,11 @@ def leader(context: Context, topic: str) -> Broker:
 def coordinator(context: Context, group: str) -> Broker:
     view = _view(context)
     return local(context) if view is None else _broker(context, view.owner(group_key(group)), view)
+
+
+def transaction_coordinator(context: Context, transactional_id: str) -> Broker:
+    view = _view(context)
+    return local(context) if view is None else _broker(context, view.owner(transaction_key(transactional_id)), view)
 
 
 def coordinates(context: Context, group: str) -> bool:

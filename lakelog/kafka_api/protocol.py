@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.protocol.admin  # noqa: F401  (registers the admin messages)
+import kafka.protocol.admin.transactions  # noqa: F401
 import kafka.protocol.consumer  # noqa: F401
 import kafka.protocol.metadata  # noqa: F401
 import kafka.protocol.producer  # noqa: F401
+import kafka.protocol.producer.transaction  # noqa: F401
 import kafka.protocol.sasl  # noqa: F401
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
@@ -61,6 +63,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OffsetDelete: (0, 0),
     ApiKey.DescribeCluster: (0, 2),
     ApiKey.DescribeProducers: (0, 0),
+    ApiKey.AddPartitionsToTxn: (0, 3),  # v4+ batch transactions for brokers' verification (KIP-890): not served
+    ApiKey.AddOffsetsToTxn: (0, 3),
+    ApiKey.EndTxn: (0, 3),  # v4 adds TRANSACTION_ABORTABLE, v5 is KIP-890 part 2 (an epoch per transaction)
+    ApiKey.TxnOffsetCommit: (0, 3),  # v4 adds TRANSACTION_ABORTABLE
+    ApiKey.DescribeTransactions: (0, 0),
+    ApiKey.ListTransactions: (0, 1),
 }
 UNSUPPORTED_VERSION = CODES["UNSUPPORTED_VERSION"]
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes

@@ -34,6 +34,7 @@ from lakelog.platform.records import FetchResult
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
+from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.storage import Storage
 from lakelog.platform.table_retention import advertise_retention
 from lakelog.platform.topic_config import TopicConfig
@@ -49,6 +50,11 @@ log = logging.getLogger(__name__)
 class TopicDescription:
     meta: TopicMeta
     partitions: list[PartitionState]
+
+    @classmethod
+    def created(cls, meta: TopicMeta) -> "TopicDescription":
+        """A topic as its create leaves it, every partition empty: no storage read, no log opened."""
+        return cls(meta, [PartitionState(p, 0, 0, 0, 0) for p in range(meta.partitions)])
 
 
 
@@ -74,6 +80,8 @@ class Broker(Producing):
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
         self._lock = threading.RLock()
+        self._registry: SchemaRegistry | None = None  # the root's schema registry, opened on first use
+        self._registry_lock = threading.Lock()
         self._closed = False
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
         self._reaper.start()
@@ -175,8 +183,16 @@ class Broker(Producing):
             opened = self._topics.get(name)
             if opened is None:
                 opened = self._topics[name] = OpenTopic(meta, self.settings, self.storage, self.replicas,
-                                                          self.committed)
+                                                          self.committed, self.schema_registry)
             return opened
+
+    def schema_registry(self) -> SchemaRegistry:
+        """The root's schema registry (on the control site), its control table opened on first use: typed
+        topics' flushes decode their values with it (typed_column.py)."""
+        with self._registry_lock:
+            if self._registry is None:
+                self._registry = SchemaRegistry(self.storage)
+            return self._registry
 
     def _partition_check(self, topic: OpenTopic, partition: int) -> None:
         if not isinstance(partition, int) or not 0 <= partition < topic.meta.partitions:
@@ -342,6 +358,7 @@ class Broker(Producing):
         for opened in topics:
             opened.close()
         self._replication_pool.shutdown(wait=True)
+        self.catalog.close()
         if self._nodes is not None:
             self._nodes.close()
 

@@ -1,43 +1,44 @@
 """The catalog of topics: a Delta table of topic versions, the latest row per name wins.
 
-Each change to a topic commits a row with `SetTransaction("lakelog.topic.<name>",
-revision)`, so two nodes changing one topic at once conflict in delta-rs and
-the loser re-reads and re-validates: no lost update, no double create.
+Held in memory by each node (catalog_table.py): list and describe read no storage. Each change commits the
+next version with put-if-absent, so of two nodes changing the catalog at once one wins and the other reads
+the new version and validates again: no lost update, no double create.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import pyarrow as pa
-from deltalake import write_deltalake
-from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import CommitProperties, Transaction
+from deltalake.transaction import Transaction
 
 from lakelog.platform.backoff import backoff_s
 from lakelog.platform.clock import now_ms, to_ms
-from lakelog.platform.control_table import control_table_exists, latest_rows, open_control_table, reread_if_changed
+from lakelog.platform.catalog_table import CatalogTable
 from lakelog.platform.errors import (
-    CatalogMissing,
     InvalidPartitions,
     InvalidRequest,
     InvalidTopic,
+    LakelogError,
     StorageUnavailable,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from lakelog.platform.layout import CATALOG_TABLE, topic_path
+from lakelog.platform.layout import topic_path
 from lakelog.platform.log import TopicLog
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.platform.topic_config import TopicConfig, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
 
+T = TypeVar("T")
+U = TypeVar("U")
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
@@ -83,16 +84,47 @@ class Catalog:
         with one line naming the root and the cause."""
         self.storage = storage
         self._lock = threading.RLock()
-        self._dt, self.created = _open_catalog(storage, create)
+        self._table = CatalogTable(storage, create)
+        self.created = self._table.created
         self._topics: dict[str, TopicMeta] = {}
-        self._version = -1
-        self.refresh()
+        self._rebuild()
+
+    def close(self) -> None:
+        """Wait for the catalog's background work (a snapshot being written)."""
+        self._table.close()
+
+    @property
+    def version(self) -> int:
+        """The catalog table's version this node's view is current at."""
+        return self._table.version
 
     def refresh(self) -> None:
+        """Read what other nodes committed since: one GET when nothing is new."""
+        self._caught_up()
+
+    def _caught_up(self) -> bool:
+        """Refresh; True when anything was new."""
         with self._lock:
-            self._version, rows = reread_if_changed(self.storage, self._dt, self._version)
-            if rows is not None:
-                self._topics = _latest_topics(rows)
+            try:
+                changed = self._table.catch_up()
+            except STORAGE_ERRORS as exc:
+                raise StorageUnavailable(describe_storage_error(self.storage, exc)) from None
+            if changed:
+                self._rebuild()
+            return changed
+
+    def _rebuild(self) -> None:
+        """The topics of the rows changed since the last rebuild (all of them after a reload)."""
+        names = self._table.take_changed()
+        if names is None:
+            self._topics = {name: _meta(row) for name, row in self._table.rows.items() if not row["deleted"]}
+            return
+        for name in names:
+            row = self._table.rows[name]
+            if row["deleted"]:
+                self._topics.pop(name, None)
+            else:
+                self._topics[name] = _meta(row)
 
     # ---- reads ------------------------------------------------------------
 
@@ -114,21 +146,25 @@ class Catalog:
 
     def create_topic(self, name: str, partitions: int, config: Mapping[str, Any] | None = None,
                      create_table: Callable[[TopicConfig], None] | None = None) -> TopicMeta:
-        """`create_table` creates the topic's table (default: under this catalog's root)."""
+        """`create_table` creates the topic's table (default: under this catalog's root); it runs beside the
+        write of the catalog's row, before the catalog commit that makes the topic visible."""
         validate_topic_name(name)
         validate_partitions(partitions)
         parsed = parse_topic_config(config)
 
+        def make_table() -> Callable[[], None] | None:
+            if create_table is not None:
+                create_table(parsed)
+                return None
+            # Its checkpoint is written beside the catalog commit.
+            return TopicLog.create_version_0(self.storage, name, file_delete_delay_ms=parsed.file_delete_delay_ms)
+
         def change(current: TopicMeta | None, now: int) -> TopicMeta:
             if current is not None:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            if create_table is None:
-                TopicLog.create_table(self.storage, name, file_delete_delay_ms=parsed.file_delete_delay_ms)
-            else:
-                create_table(parsed)
             return TopicMeta(name, partitions, parsed, 0, now, now)
 
-        return self._change(name, change)
+        return self._change(name, change, alongside=make_table)
 
     def alter_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
         if not isinstance(changes, Mapping) or not changes:
@@ -163,6 +199,7 @@ class Catalog:
         validate_topic_name(name)  # a name like '..' would make the table's folder the root's (or beyond)
         uri = self.storage.uri(topic_path(name))
         seen: list[TopicMeta] = []
+        listed: list[list[str]] = []
 
         def change(current: TopicMeta | None, now: int) -> TopicMeta | None:
             if current is not None:
@@ -177,9 +214,17 @@ class Catalog:
             seen.append(TopicMeta(name, 1, parse_topic_config(None), 0, now, now))
             return None
 
-        self._change(name, change, tombstone=lambda: seen[-1])
+        def list_table() -> None:  # on S3 the table's files are listed beside the write of the catalog row
+            if not self.storage.is_local:
+                listed.append(self.storage.list_tree(uri))
+            return None
+
+        self._change(name, change, tombstone=lambda: seen[-1], alongside=list_table)
         try:
-            self.storage.delete_tree(uri)
+            if listed:
+                self.storage.delete_files(listed[-1])
+            else:
+                self.storage.delete_tree(uri)
         except FileNotFoundError:
             pass  # another node finishing the same delete
         except OSError as exc:
@@ -189,45 +234,73 @@ class Catalog:
             # A new topic of the name is being created in the folder: what is left of ours is unreferenced.
 
     def _change(self, name: str, change: Callable[[TopicMeta | None, int], TopicMeta | None],
-                tombstone: Callable[[], TopicMeta] | None = None) -> Any:
-        """Compare-and-set on the topic's row: read, validate and commit under this node's lock, and against
-        other processes through `SetTransaction("lakelog.topic.<name>", revision)`: a concurrent change of
-        the same topic makes the commit fail in delta-rs, and the change is validated again."""
+                tombstone: Callable[[], TopicMeta] | None = None,
+                alongside: Callable[[], Callable[[], None] | None] | None = None) -> Any:
+        """Compare-and-set on the catalog: validate against this node's view, then commit the next version
+        with put-if-absent (catalog_table.py). A version another node took first means the view was behind:
+        catch up, validate again. No read precedes a commit: a change is two requests (the row's file, the
+        commit file), with `alongside` (a create's table, a delete's listing) beside the first, and what it
+        answers (a new table's checkpoint) beside the second. The commit carries the topic's revision as
+        `SetTransaction("lakelog.topic.<name>", revision)`, for readers of the table."""
         for attempt in range(CATALOG_CHANGE_ATTEMPTS):
             if attempt:
                 time.sleep(backoff_s(attempt - 1))  # outside the lock: this node's other changes go on
             with self._lock:
-                self.refresh()
-                current = self._topics.get(name)
-                revision = self._dt.transaction_version(f"lakelog.topic.{name}") or 0
+                if attempt:
+                    self.refresh()
                 now = now_ms()
-                updated = change(current, now)
+                try:
+                    updated = change(self._topics.get(name), now)
+                except LakelogError:
+                    # A refusal is decided on the latest view only: this node may not have seen a change yet.
+                    if not self._caught_up():
+                        raise
+                    updated = change(self._topics.get(name), now)
+                current = self._topics.get(name)
+                known = self._table.rows.get(name)
+                revision = known["generation"] if known is not None else 0
                 # A delete's row repeats the deleted topic's fields (`tombstone` when it is gone already).
                 row = _row(name, updated, current or (tombstone() if tombstone else None), revision + 1, now)
+                txns = [Transaction(f"lakelog.topic.{name}", revision + 1)]
                 try:
-                    write_deltalake(
-                        self._dt, row, mode="append",
-                        commit_properties=CommitProperties(
-                            app_transactions=[Transaction(f"lakelog.topic.{name}", revision + 1)],
-                            max_commit_retries=0,
-                        ),
-                    )
-                except CommitFailedError:
-                    continue  # another process changed the catalog: re-read, re-validate
-                self.refresh()
+                    then, add = _beside(alongside, lambda: self._table.write_data(row))
+                    _, landed = _beside(then, lambda: self._table.commit(add, row, txns))
+                except LakelogError:  # `alongside` refused (a former table in the way): on the latest view?
+                    if self._caught_up():
+                        continue
+                    raise
+                except STORAGE_ERRORS as exc:
+                    raise StorageUnavailable(describe_storage_error(self.storage, exc)) from None
+                if not landed:
+                    continue  # another node changed the catalog first: validate again on the new view
+                self._rebuild()
                 return self._topics.get(name)
         raise InvalidRequest(f"topic {name!r} is being changed concurrently; try again")
 
 
-def _open_catalog(storage: Storage, create: bool) -> tuple[Any, bool]:
+def _beside(first: Callable[[], U] | None, second: Callable[[], T]) -> tuple[U | None, T]:
+    """Run `first` on another thread while `second` runs here (two requests in one round trip): both
+    results; `first`'s error, if any, wins."""
+    if first is None:
+        return None, second()
+    done: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(first())
+        except BaseException as exc:  # re-raised on the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="lakelog-catalog-beside", daemon=True)
+    thread.start()
     try:
-        exists = control_table_exists(storage, CATALOG_TABLE)
-        if not exists and not create:
-            raise CatalogMissing(f"{storage.root} holds no lakelog catalog; `lakelog topics create` or "
-                                 "`lakelog serve` creates one")
-        return open_control_table(storage, CATALOG_TABLE, CATALOG_SCHEMA), not exists
-    except STORAGE_ERRORS as exc:
-        raise StorageUnavailable(describe_storage_error(storage, exc)) from None
+        result = second()
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return done[0], result
 
 
 def _existing(name: str, current: TopicMeta | None) -> TopicMeta:
@@ -253,21 +326,18 @@ def _row(name: str, meta: TopicMeta | None, current: TopicMeta | None, revision:
     )
 
 
-def _latest_topics(table: pa.Table | None) -> dict[str, TopicMeta]:
-    if table is None or table.num_rows == 0:
-        return {}
-    topics = {}
-    for row in latest_rows(table, ["name"], ["generation"]).to_pylist():
-        if row["deleted"]:
-            continue
-        name = row["name"]
-        topics[name] = TopicMeta(
-            name=name,
-            partitions=row["partitions"],
-            config=parse_topic_config(json.loads(row["config"])),
-            revision=row["generation"],
-            created_ms=to_ms(row["created"]),
-            updated_ms=to_ms(row["updated"]),
-        )
-    return topics
+@functools.lru_cache(maxsize=1024)
+def _config(text: str) -> TopicConfig:
+    """Topics mostly share a few configs: each is parsed once (10,000 topics load in a fraction of a second)."""
+    return parse_topic_config(json.loads(text))
 
+
+def _meta(row: Mapping[str, Any]) -> TopicMeta:
+    return TopicMeta(
+        name=row["name"],
+        partitions=row["partitions"],
+        config=_config(row["config"]),
+        revision=row["generation"],
+        created_ms=to_ms(row["created"]),
+        updated_ms=to_ms(row["updated"]),
+    )

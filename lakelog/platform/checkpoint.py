@@ -13,16 +13,19 @@ back (one GET) as the next base.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import threading
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 from deltalake.transaction import AddAction, Transaction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta_log import DELTA_LOG, LAST_CHECKPOINT, checkpoint_name
+from lakelog.platform.delta_log import DELTA_LOG, LAST_CHECKPOINT, checkpoint_name, commit_name
 from lakelog.platform.storage import Storage
 
 
@@ -140,6 +143,19 @@ def write_checkpoint(storage: Storage, table_uri: str, version: int, rows: pa.Ta
     adds = rows.num_rows - rows.column("add").null_count
     hint = {"version": version, "size": rows.num_rows, "sizeInBytes": data.size, "numOfAddFiles": adds}
     storage.write_bytes(f"{table_uri}/{DELTA_LOG}/{LAST_CHECKPOINT}", json.dumps(hint).encode())
+
+
+def first_checkpoint(version_0: bytes) -> bytes:
+    """The checkpoint of a new table whose version 0 is the commit file `version_0`, made by delta-rs from
+    that file in a scratch folder (a few ms, no object request): the table's creation writes it with one
+    PUT instead of delta-rs loading the new table back from the store."""
+    with tempfile.TemporaryDirectory(prefix="lakelog-checkpoint-") as scratch:
+        os.makedirs(f"{scratch}/{DELTA_LOG}")
+        with open(f"{scratch}/{DELTA_LOG}/{commit_name(0)}", "wb") as f:
+            f.write(version_0)
+        DeltaTable(scratch).create_checkpoint()
+        with open(f"{scratch}/{DELTA_LOG}/{checkpoint_name(0)}", "rb") as f:
+            return f.read()
 
 
 def read_checkpoint(storage: Storage, table_uri: str, version: int) -> pa.Table:

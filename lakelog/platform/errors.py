@@ -41,6 +41,15 @@ class InvalidRecord(LakelogError):
     code = "INVALID_RECORD"
 
 
+class RecordsRefused(InvalidRecord):
+    """A produce call refused whole for some of its records (a typed topic's validation): `record_errors`
+    are (index in the call, why), as Kafka's Produce answer lists them (KIP-467)."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 
 
 class InvalidTimestamp(InvalidRecord):

@@ -48,16 +48,20 @@ class Fetcher:
             elif led_elsewhere or offset == topic_log.log_end_offset(partition):
                 topic_log.maybe_refresh(self.interval_s)
             high_watermark = self.high_watermark(opened, topic_log, partition)
-            if high_watermark <= offset <= topic_log.log_end_offset(partition):
+            # Records of open transactions are not in the table: nothing from the first one on is answered
+            # (the reserved offsets are a hole the read would stop at anyway).
+            stable = min(high_watermark, topic_log.last_stable_offset(partition))
+            if stable <= offset <= topic_log.log_end_offset(partition):
                 table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet
             else:
                 table = topic_log.read(partition, offset, max_records, max_bytes)
-            if table.num_rows and table.column("offset")[-1].as_py() >= high_watermark:
-                table = table.filter(pc.less(table.column("offset"), high_watermark))
+            if table.num_rows and table.column("offset")[-1].as_py() >= stable:
+                table = table.filter(pc.less(table.column("offset"), stable))
             remaining = deadline - time.monotonic()
             enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
             if enough or remaining <= 0 or closed():
-                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark)
+                return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark,
+                                   stable)
             with self.committed:
                 self.committed.wait(min(remaining, self.interval_s))
 

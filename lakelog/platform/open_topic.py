@@ -9,6 +9,7 @@ any thread of the broker's callers may open, read or close it; its writer has it
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.cluster.forwarding import TopicForwarder
@@ -16,7 +17,9 @@ from lakelog.platform.log import TopicLog
 from lakelog.platform.partitioner import Partitioner
 from lakelog.platform.producer_state import ProducerStateManager
 from lakelog.platform.replication.manager import ReplicaManager
+from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.storage import Storage
+from lakelog.platform.typed_column import TypedColumn
 from lakelog.platform.writer import TopicWriter
 from lakelog.settings import CoreSettings
 
@@ -25,15 +28,18 @@ class OpenTopic:
     """The per-topic machinery of a node: log, writer, partitioner, producer state, waiters."""
 
     def __init__(self, meta: TopicMeta, settings: CoreSettings, storage: Storage, replicas: ReplicaManager | None,
-                 committed: threading.Condition) -> None:
+                 committed: threading.Condition, schemas: Callable[[], SchemaRegistry] | None = None) -> None:
         """`storage`: the node's (control site's) storage; `replicas`: the sites, when configured;
-        `committed`: the node's commit notification, passed to the writer."""
+        `committed`: the node's commit notification, passed to the writer; `schemas`: the root's schema
+        registry (a typed topic's flushes write its `value_typed` column with it)."""
         self.meta = meta
         self.replica_state = replicas.require_state(meta.name, refresh=True) if replicas else None
         epoch = None
         if self.replica_state is not None:  # write only to the current leader, with its epoch
             storage, epoch = replicas.sites[self.replica_state.leader], self.replica_state.leader_epoch
         self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
+        if schemas is not None:
+            self.log.typed_column = TypedColumn(meta.name, schemas, lambda: self.meta.config)
         self.site_logs: dict[str, TopicLog] = {}
         self.partitioner = Partitioner(meta.config.partitioner)
         self.producers = ProducerStateManager(self.log.producer_history)

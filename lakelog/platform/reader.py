@@ -44,6 +44,8 @@ class TopicReader:
             raise UnknownTopicOrPartition(f"unknown partition {partition} of topic {topic!r}")
         topic_log = self.topic_log(topic)
         topic_log.refresh()
+        if spec == "latest":  # read committed: never past an open transaction's offsets, filled in later
+            return topic_log.last_stable_offset(partition)
         return topic_log.offset_for(partition, spec)
 
     def close(self) -> None:

@@ -132,6 +132,7 @@ class FetchResult:
     records: pa.Table  # TOPIC_SCHEMA
     log_start_offset: int
     high_watermark: int
+    last_stable_offset: int = -1  # below it no transaction is open (-1: not asked, the high watermark)
 
     @property
     def next_offset(self) -> int | None:

@@ -119,13 +119,18 @@ def write_segment(storage: Storage, table_uri: str, partition: int, records: pa.
     if layout is TableLayout.INTAKE:
         records = records.add_column(0, INTAKE_FILE_SCHEMA.field("partition"),
                                      pa.array([partition] * records.num_rows, pa.int32()))
-        schema = INTAKE_FILE_SCHEMA
+        schema = stored_schema(INTAKE_FILE_SCHEMA, records)
     else:
-        schema = SEGMENT_FILE_SCHEMA
+        schema = stored_schema(SEGMENT_FILE_SCHEMA, records)
     relative = layout.file_path(partition, data_file_name())
     data = _parquet_bytes([records.cast(schema)], schema)
     storage.write_bytes(f"{table_uri}/{relative}", data)
     return AddAction(relative, data.size, layout.partition_values(partition), now_ms(), True, file_stats(records))
+
+
+def stored_schema(schema: pa.Schema, table: pa.Table) -> pa.Schema:
+    """`schema`, and after it the table's columns beyond the log's own (a typed topic's `value_typed`)."""
+    return pa.schema([*schema, *(f for f in table.schema if f.name not in schema.names)])
 
 
 def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
@@ -133,9 +138,9 @@ def write_intake(storage: Storage, table_uri: str, table: pa.Table, runs: list[t
     partition count. Small partitions share row groups (`SHARED_ROW_GROUP_BYTES`), so where each partition's
     rows are (its slice) is written in the footer's key-value metadata (`PACKED_SLICES_KEY`)."""
     relative = data_file_name()
-    stored = table.cast(INTAKE_FILE_SCHEMA)
+    stored = table.cast(stored_schema(INTAKE_FILE_SCHEMA, table))
     packed = _packed_slices(stored, runs) if len(runs) > 1 else None
-    data = _parquet_bytes(_row_group_pieces(stored, runs), INTAKE_FILE_SCHEMA, intake=True,
+    data = _parquet_bytes(_row_group_pieces(stored, runs), stored.schema, intake=True,
                           key_values=None if packed is None else {PACKED_SLICES_KEY: json.dumps(packed)})
     storage.write_bytes(f"{table_uri}/{relative}", data)
     action = AddAction(relative, data.size, {}, now_ms(), True, file_stats(table))
@@ -311,10 +316,14 @@ def read_offsets(source: Any, start: int, end: int | None = None, columns: list[
     `row_groups`) of a file holding several, without a `partition` column; and the footer (to cache for
     the next read)."""
     parquet = pq.ParquetFile(source, metadata=metadata)
+    # The log's own columns unless others are asked for (a typed topic's `value_typed`, left out of a file
+    # written without it: the caller fills it in).
+    stored = parquet.schema_arrow.names
+    columns = [c for c in columns or TOPIC_FILE_SCHEMA.names if c in TOPIC_FILE_SCHEMA.names or c in stored]
     groups = row_groups_between(parquet.metadata, start, end, row_groups)
     if not groups:
         empty = TOPIC_FILE_SCHEMA.empty_table()
-        return (empty.select(columns) if columns else empty), parquet.metadata
+        return empty.select([c for c in columns if c in empty.column_names]), parquet.metadata
     table = _in_offset_order(_read_row_groups(parquet, groups, columns, _slice_partition(row_groups, partition)))
     offsets = table.column("offset")
     if table.num_rows and (offsets[0].as_py() < start or (end is not None and offsets[-1].as_py() >= end)):
@@ -343,7 +352,8 @@ def read_file(source: Any, columns: list[str] | None = None, row_groups: Sequenc
             table = table.filter(pc.and_(pc.greater_equal(offsets, bounds[0]), pc.less_equal(offsets, bounds[1])))
         if read is not columns:
             table = table.drop_columns(["offset"])
-    wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) for name in table.column_names])
+    wanted = pa.schema([TOPIC_FILE_SCHEMA.field(name) if name in TOPIC_FILE_SCHEMA.names else table.schema.field(name)
+                        for name in table.column_names])  # other columns (`value_typed`) as stored
     return table if table.schema == wanted else table.select(wanted.names).cast(wanted)
 
 

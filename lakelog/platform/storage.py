@@ -168,6 +168,26 @@ class Storage:
         if self.fsspec.exists(path):
             self.fsspec.rm(path, recursive=True)
 
+    def list_tree(self, uri: str) -> list[str]:
+        """Every file under `uri`, at any depth (on S3 one LIST per 1,000 keys)."""
+        if self.is_local:
+            return [os.path.join(folder, n) for folder, _, names in os.walk(uri) for n in names]
+        bucket = self.root.removeprefix("s3://").split("/", 1)[0]
+        with _object_errors():
+            return [f"s3://{bucket}/{entry['path']}" for page in obstore.list(self.objects, prefix=self._key(uri) + "/")
+                    for entry in page]
+
+    def list_names_after(self, uri: str, after: str) -> list[str]:
+        """Names of the files directly under `uri` that sort after `after`, up to 1,000 (on S3 one LIST with
+        start-after, through obstore)."""
+        if self.is_local:
+            return [n for n in self.list_names(uri) if n > after]
+        folder = self._key(uri) + "/"
+        with _object_errors():
+            for page in obstore.list(self.objects, prefix=folder, offset=folder + after, chunk_size=1000):
+                return [entry["path"].removeprefix(folder) for entry in page if "/" not in entry["path"][len(folder):]]
+        return []
+
     def delete_files(self, uris: list[str]) -> None:
         """Delete these files (those already gone too): on S3 in DeleteObjects requests of up to 1,000 keys,
         not one request each (a log cleanup deletes 26 files)."""

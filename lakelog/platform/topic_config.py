@@ -31,8 +31,18 @@ def _kafka_number(value: Any) -> Any:
     return value
 
 
+def _kafka_boolean(value: Any) -> Any:
+    """Kafka's BOOLEAN configs: true or false (any case, as its ConfigDef takes them); not 1, yes or on."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
 Long = Annotated[int, BeforeValidator(_kafka_number), Field(le=MAX_LONG)]
 Int = Annotated[int, BeforeValidator(_kafka_number), Field(le=MAX_INT)]
+Boolean = Annotated[bool, BeforeValidator(_kafka_boolean)]
 
 
 class TimestampType(int, Enum):
@@ -68,6 +78,14 @@ class TopicConfig(BaseModel):
     # "producer": lakelog does not keep a producer's codec, so fetches answer uncompressed.
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field(
         "producer", alias="compression.type")
+    # Typed topics (Confluent Server's names): only records in Confluent's wire format whose schema id is
+    # registered under `<topic>-value` (`-key`) and whose bytes decode with it (platform/schema_registry/
+    # validation.py). Bad records are refused, or sent to the dead-letter topic when one is named.
+    confluent_value_schema_validation: Boolean = Field(False, alias="confluent.value.schema.validation")
+    confluent_key_schema_validation: Boolean = Field(False, alias="confluent.key.schema.validation")
+    # Kafka Connect's name for a dead-letter topic; "": none (bad records are refused).
+    errors_deadletterqueue_topic_name: str = Field("", alias="errors.deadletterqueue.topic.name", max_length=249,
+                                                   pattern=r"^[a-zA-Z0-9._-]*$")  # a topic name, or empty
 
     @field_validator("cleanup_policy")
     @classmethod
@@ -76,6 +94,10 @@ class TopicConfig(BaseModel):
         if not parts or not set(parts) <= {"delete", "compact"}:
             raise ValueError("must be delete, compact, or compact,delete")
         return ",".join(sorted(parts, key=["compact", "delete"].index))
+
+    @property
+    def validates_schemas(self) -> bool:
+        return self.confluent_value_schema_validation or self.confluent_key_schema_validation
 
     @property
     def deletes(self) -> bool:

@@ -6,7 +6,8 @@
 query ends (the first one given wins, as in Kafka; offsets JSON uses -2 =
 earliest and -1 = latest); `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`,
 `maxTriggerDelay`, `minPartitions`, `maxRecordsPerPartition`, `failOnDataLoss`,
-`includeHeaders` as in Kafka. Whatever Kafka refuses is refused here with the
+`includeHeaders` as in Kafka; `valueTyped` (lakelog's own, default false) adds a typed topic's
+`value_typed` struct column (typed.py). Whatever Kafka refuses is refused here with the
 same rule. Options that cannot change which records a query returns
 (`groupIdPrefix`, `fetchOffset.*`, most `kafka.*`) are ignored, as Spark's Kafka
 source ignores unknown ones, so a Kafka query moves over by changing the format
@@ -132,12 +133,16 @@ class SourceOptions:
     max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
+    value_typed: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         connection = Connection.from_options(opts)
         refuse_kafka_options(opts, SOURCE_REFUSED_KAFKA_OPTIONS)
+        isolation = opts.get("kafka.isolation.level", "read_committed")
+        if isolation not in ("read_committed", "read_uncommitted"):  # both read the same: the table's records
+            raise InvalidConfig(f"kafka.isolation.level must be read_committed or read_uncommitted, got {isolation!r}")
         strategy = opts.get("startingoffsetsbytimestampstrategy", "error").lower()
         if strategy not in ("error", "latest"):
             raise InvalidConfig(f"startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
@@ -152,7 +157,7 @@ class SourceOptions:
                                 f"'maxOffsetsPerTrigger' ({max_offsets})")
         return cls(
             connection=connection,
-            subscription=_subscription(opts),
+            subscription=parse_subscription(opts),
             starting=starting,
             ending=ending,
             max_offsets_per_trigger=max_offsets,
@@ -163,6 +168,7 @@ class SourceOptions:
             max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             include_headers=_bool(opts, "includeHeaders", False),
+            value_typed=_bool(opts, "valueTyped", False),
         )
 
 
@@ -230,7 +236,7 @@ def parse_duration_ms(value: str, name: str) -> int:
     return ms
 
 
-def _subscription(opts: Mapping[str, str]) -> Subscription:
+def parse_subscription(opts: Mapping[str, str]) -> Subscription:
     given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
     if len(given) != 1:
         raise InvalidConfig("exactly one of the options 'subscribe', 'subscribePattern' and 'assign' is required, "

@@ -14,8 +14,10 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.log import TopicLog
+from lakelog.platform.schema_registry.arrow_values import conformed
 from lakelog.platform.segment import read_offsets
 from lakelog.platform.storage import Storage
+from lakelog.platform.typed_column import TYPED_COLUMN
 from lakelog.schemas import HEADERS_TYPE
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.ranges import FileRef, OffsetRange, check_data_loss
@@ -25,7 +27,7 @@ SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 BATCH_ROWS = 65_536
 
 
-def kafka_arrow_schema(include_headers: bool) -> pa.Schema:
+def kafka_arrow_schema(include_headers: bool, value_typed: pa.DataType | None = None) -> pa.Schema:
     fields = [
         pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()), pa.field("offset", pa.int64()), pa.field("timestamp", SPARK_TIMESTAMP),
@@ -33,6 +35,8 @@ def kafka_arrow_schema(include_headers: bool) -> pa.Schema:
     ]
     if include_headers:
         fields.append(pa.field("headers", HEADERS_TYPE))
+    if value_typed is not None:
+        fields.append(pa.field(TYPED_COLUMN, value_typed))
     return pa.schema(fields)
 
 
@@ -42,10 +46,11 @@ HEADERS_DDL = ", headers array<struct<key:string,value:binary>>"
 
 
 def read_range(connection: Connection, rng: OffsetRange, include_headers: bool,
-               fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+               fail_on_data_loss: bool, value_typed: pa.DataType | None = None) -> Iterator[pa.RecordBatch]:
+    """`value_typed`: the typed column's declared type (source option valueTyped), None without it."""
     storage = connection.storage()
-    columns = READ_COLUMNS + (["headers"] if include_headers else [])
-    schema = kafka_arrow_schema(include_headers)
+    columns = READ_COLUMNS + (["headers"] if include_headers else []) + ([TYPED_COLUMN] if value_typed else [])
+    schema = kafka_arrow_schema(include_headers, value_typed)
     position = rng.start
     files = list(rng.files)
     while position < rng.end and files:
@@ -94,4 +99,8 @@ def to_kafka(table: pa.Table, topic: str, partition: int, schema: pa.Schema) -> 
     ]
     if "headers" in schema.names:
         arrays.append(table.column("headers"))
+    if TYPED_COLUMN in schema.names:  # a file written before the topic was typed has no such column
+        kind = schema.field(TYPED_COLUMN).type
+        stored = table.column(TYPED_COLUMN) if TYPED_COLUMN in table.column_names else pa.nulls(n, kind)
+        arrays.append(conformed(stored, kind))
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -29,7 +29,8 @@ from lakelog.platform.reader import TopicReader
 from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
-from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, read_range
+from lakelog.spark_jobs import typed
+from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, kafka_arrow_schema, read_range
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,17 @@ class LakelogDataSource(DataSource):
     def name(cls) -> str:
         return "lakelog"
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         include_headers = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        if typed.requested(self.options):  # Kafka's columns, then `value_typed` (typed.py)
+            return typed.spark_schema(kafka_arrow_schema(include_headers), typed.typed_type(self.options))
         return KAFKA_DDL + (HEADERS_DDL if include_headers else "")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LakelogBatchReader(SourceOptions.parse(self.options, streaming=False))
+        return LakelogBatchReader(SourceOptions.parse(self.options, streaming=False), typed.declared_type(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LakelogStreamReader(SourceOptions.parse(self.options, streaming=True))
+        return LakelogStreamReader(SourceOptions.parse(self.options, streaming=True), typed.declared_type(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from lakelog.spark_jobs.sink import LakelogBatchWriter
@@ -67,8 +70,9 @@ class LakelogDataSource(DataSource):
 
 
 class LakelogBatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_typed: pa.DataType | None = None) -> None:
         self.options = options
+        self.value_typed = value_typed  # the `value_typed` column's declared type; None: Kafka's columns only
 
     def partitions(self) -> list[InputPartition]:
         reader = self.options.connection.reader()
@@ -87,7 +91,8 @@ class LakelogBatchReader(DataSourceReader):
         rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
         if rng.size <= 0:
             return iter(())
-        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss)
+        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss,
+                          self.value_typed)
 
 
 _EMPTY = OffsetRange("", 0, 0, 0, "", ())  # Spark wants at least one partition
@@ -117,8 +122,9 @@ class LakelogStreamReader(DataSourceStreamReader):
     Trigger.AvailableNow as one batch for it (see the README).
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_typed: pa.DataType | None = None) -> None:
         self.options = options
+        self.value_typed = value_typed  # fixed for the query: files of a later, wider type are read as this one
         self._reader: TopicReader | None = None
         self._position: dict[TopicPartition, int] | None = None
         self._initial: dict[TopicPartition, int] | None = None
@@ -170,7 +176,8 @@ class LakelogStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
-        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss)
+        return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss,
+                          self.value_typed)
 
     def commit(self, end: dict) -> None:
         self._position = positions_of(end)

@@ -22,7 +22,7 @@ from lakelog.platform.errors import (
 
 def _versions(broker: Broker, topic: str | None = None) -> tuple[int, ...]:
     broker.catalog.refresh()
-    versions = [broker.catalog._dt.version()]
+    versions = [broker.catalog.version]
     if topic:
         log = broker.topic_log(topic)
         log.refresh()

@@ -88,3 +88,12 @@ def local_aws():
 @pytest.fixture
 def plan_workdir(initialized_module, local_aws, tmp_path) -> Path:
     return make_workdir(initialized_module, tmp_path, local_aws.endpoint)
+
+
+@pytest.fixture(scope="session")
+def stack(terraform, initialized_module, local_aws, tmp_path_factory):
+    """infra/terraform applied to the local AWS endpoint (tf_stack.py), once for all the apply tests
+    (test_infra_terraform_apply_*.py); test_infra_terraform_destroy.py, sorted after them, destroys it."""
+    from tf_stack import applied_stack
+
+    yield from applied_stack(terraform, initialized_module, local_aws, tmp_path_factory)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import Future
+from dataclasses import asdict
 from typing import Annotated, Literal, Mapping
 
 import orjson
@@ -15,7 +17,8 @@ from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.platform.records import FetchResult, ProduceResult
+from lakelog.platform import typed_produce
+from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
 from lakelog.schemas import TOPIC_SCHEMA
 
 router = APIRouter(prefix="/v1/topics", tags=["records"])
@@ -52,7 +55,8 @@ PRODUCE_PARAMETERS = [
     _query_doc("key_format", {"type": "string", "enum": list(codec.FORMATS), "default": "string"},
                "NDJSON bodies: how keys are written"),
     _query_doc("value_format", {"type": "string", "enum": list(codec.FORMATS), "default": "string"},
-               "NDJSON bodies: how values are written"),
+               "NDJSON bodies: how values are written (json to a typed topic: converted with the subject's "
+               "latest schema into Confluent's wire format)"),
     _query_doc("producer_id", {"type": "integer", "minimum": 0, "maximum": codec.IDEMPOTENCY_BASE - 1},
                "Idempotent producer id"),
     _query_doc("producer_epoch", {"type": "integer", "minimum": 0, "maximum": 32767}, "Idempotent producer epoch"),
@@ -110,7 +114,7 @@ async def produce(topic: TopicName, request: Request) -> Response:
     metrics.produce_records.labels(topic).inc(len(result))
     metrics.produce_bytes.labels(topic).inc(len(body))
     metrics.produce_latency.labels(acks).observe(time.perf_counter() - started)
-    return json_response({"offsets": offsets_payload(result)})
+    return json_response(produce_payload(result))
 
 
 def query_int(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
@@ -143,10 +147,28 @@ async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedP
     if topic not in services.open_topics:  # first use opens the topic's table: storage I/O, off the event loop
         await blocking(services.broker.topic, topic)
         services.open_topics.add(topic)
-    future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)  # type: ignore[arg-type]
+    if services.broker.topic(topic).config.validates_schemas:
+        future = await blocking(produce_typed, services, topic, parsed, acks, timeout_ms, producer)
+    else:
+        future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)  # type: ignore[arg-type]
     # The core owns the deadline: the writer answers this future by then, with REQUEST_TIMED_OUT at worst.
     # Shielded: the flush thread owns the future; a client that goes away must not cancel it.
     return await asyncio.shield(asyncio.wrap_future(future))
+
+
+def produce_typed(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str, timeout_ms: int | None,
+                  producer: ProducerBatch | None) -> Future:
+    """A typed topic's call, checked (embedded JSON converted first) before it is queued: blocking."""
+    screened = typed_produce.screen(services.broker, services.record_validator(), topic, parsed.records, producer,
+                                    json_keys=parsed.key_format == "json", json_values=parsed.value_format == "json")
+    return typed_produce.submit(services.broker, screened, acks, timeout_ms, producer)
+
+
+def produce_payload(result: ProduceResult) -> dict[str, object]:
+    payload: dict[str, object] = {"offsets": offsets_payload(result)}
+    if isinstance(result, typed_produce.TypedProduceResult) and result.dead_letters:
+        payload["dead_letters"] = [asdict(letter) for letter in result.dead_letters]
+    return payload
 
 
 def offsets_payload(result: ProduceResult) -> list[dict[str, int]]:
@@ -173,6 +195,9 @@ async def fetch(
     key_format: FormatQ = "string",
     value_format: FormatQ = "string",
     format: Literal["json", "arrow"] = "json",
+    isolation_level: Annotated[Literal["read_committed", "read_uncommitted"], Query(
+        alias="isolation.level", description="Kafka's: both read the same records, committed ones (open "
+                                             "transactions' records are not in the table)")] = "read_committed",
 ) -> Response:
     started = time.perf_counter()
     services.authorizer.check(principal, "read", "topic", topic)
@@ -180,7 +205,8 @@ async def fetch(
     result: FetchResult = await blocking(services.broker.fetch, topic, partition, offset, max_records, max_bytes, wait,
                                          min_bytes=min_bytes)
     record_fetch(services, [result], "fetch", started)
-    extra = {"high_watermark": result.high_watermark, "log_start_offset": result.log_start_offset,
+    extra = {"high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
+             "log_start_offset": result.log_start_offset,
              "next_offset": result.next_offset if result.next_offset is not None else offset}
     return records_response([result], key_format, value_format, format, extra)
 

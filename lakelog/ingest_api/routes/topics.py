@@ -21,6 +21,7 @@ from lakelog.ingest_api.models import (
     TopicSummary,
 )
 from lakelog.ingest_api.dependencies import Services, blocking
+from lakelog.platform.broker import TopicDescription
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 TopicName = Annotated[str, Path(min_length=1, max_length=249, description="Topic name")]
@@ -29,7 +30,10 @@ SinceMs = Annotated[int | None, Query(ge=0, le=MAX_INT64, description="Only samp
 
 
 async def detail(services: Services, topic: str) -> TopicDetail:
-    description = await blocking(services.broker.describe_topic, topic)
+    return _detail(await blocking(services.broker.describe_topic, topic))
+
+
+def _detail(description: TopicDescription) -> TopicDetail:
     return TopicDetail(
         name=description.meta.name,
         partitions=[PartitionInfo(partition=p.partition, log_start_offset=p.log_start_offset,
@@ -50,8 +54,8 @@ async def list_topics(services: Svc, principal: Principal) -> TopicList:
 @router.post("", response_model=TopicDetail, status_code=201, summary="Create a topic (no auto-creation)")
 async def create_topic(body: CreateTopic, services: Svc, principal: Principal) -> TopicDetail:
     services.authorizer.check(principal, "create", "topic", body.name)
-    await blocking(services.broker.create_topic, body.name, body.partitions, body.config)
-    return await detail(services, body.name)
+    meta = await blocking(services.broker.create_topic, body.name, body.partitions, body.config)
+    return _detail(TopicDescription.created(meta))
 
 
 @router.get("/{topic}", response_model=TopicDetail,

@@ -19,6 +19,7 @@ from lakelog.kafka_api.handlers import (
     offset_delete,
     produce,
     records_admin,
+    transactions,
 )
 from lakelog.kafka_api.protocol import Call
 
@@ -53,6 +54,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteRecords: records_admin.delete_records,
     ApiKey.DescribeLogDirs: records_admin.describe_log_dirs,
     ApiKey.DescribeProducers: records_admin.describe_producers,
+    ApiKey.AddPartitionsToTxn: transactions.add_partitions_to_txn,
+    ApiKey.AddOffsetsToTxn: transactions.add_offsets_to_txn,
+    ApiKey.EndTxn: transactions.end_txn,
+    ApiKey.TxnOffsetCommit: transactions.txn_offset_commit,
+    ApiKey.DescribeTransactions: transactions.describe_transactions,
+    ApiKey.ListTransactions: transactions.list_transactions,
     ApiKey.DescribeCluster: cluster.describe_cluster,
     ApiKey.DescribeAcls: acls.describe_acls,
     ApiKey.CreateAcls: acls.create_acls,

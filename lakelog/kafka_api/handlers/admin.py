@@ -52,7 +52,7 @@ AlteredResource = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 # Kafka's numbers: config resource types, config sources, config types, IncrementalAlterConfigs operations.
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
-STRING, INT, LONG, LIST = 2, 3, 5, 7
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for num_partitions -1
@@ -118,8 +118,13 @@ class ConfigEntry:
 
 
 def config_entries(config: TopicConfig) -> list[ConfigEntry]:
-    return [ConfigEntry(name, str(value), str(DEFAULTS[name]))  # Kafka's values are strings, numbers in decimal
+    return [ConfigEntry(name, _kafka_string(value), _kafka_string(DEFAULTS[name]))
             for name, value in sorted(config.to_kafka().items())]
+
+
+def _kafka_string(value: Any) -> str:
+    """Kafka's values are strings: numbers in decimal, booleans `true`/`false`."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _config_types() -> dict[str, int]:
@@ -129,6 +134,8 @@ def _config_types() -> dict[str, int]:
         key = field.alias or name
         if key in LIST_KEYS:
             types[key] = LIST
+        elif field.annotation is bool:
+            types[key] = BOOLEAN
         elif field.annotation is int:
             is_long = any(getattr(constraint, "le", None) == MAX_LONG for constraint in field.metadata)
             types[key] = LONG if is_long else INT

@@ -17,7 +17,7 @@ from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 from lakelog.kafka_api.batches import COMPRESSION, ZSTD, encode_fetch, fetch_magic
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
-from lakelog.kafka_api.handlers import offsets_topic
+from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.broker import Broker
@@ -58,6 +58,8 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
     found = await blocking(read_partitions, services.broker, wanted, request.max_bytes or 2**31 - 1,
                            max(request.min_bytes, 1), wait_ms)
     found.update(await offsets_topic.fetch_partitions(context, internal, 0 if wanted else wait_ms, call.version))
+    markers = await _aborted_markers(services.broker, wanted, found)
+    read_committed = call.version >= 4 and request.isolation_level == 1
     responses: dict[str, list[PartitionData]] = {}
     magic = fetch_magic(call.version)  # v0-v3 read message sets of magic 0 or 1
     for topic in request.topics:
@@ -67,7 +69,8 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
         for p in topic.partitions:
             key = (topic.topic, p.partition)
             responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
-                                                                    compression, magic))
+                                                                    compression, magic, markers.get(key),
+                                                                    read_committed))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
                          responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
 
@@ -80,15 +83,36 @@ def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
         return 0
 
 
+async def _aborted_markers(broker: Broker, wanted: list[Wanted], found: dict) -> dict:  # type: ignore[type-arg]
+    """For each partition answered nothing below its last stable offset: the aborted transaction whose
+    offsets (without records) it stopped in, answered with its abort marker so the consumer moves on."""
+    stuck = [w for w in wanted if isinstance(result := found.get((w.topic, w.partition)), FetchResult)
+             and result.records.num_rows == 0 and w.offset < result.last_stable_offset]
+    markers = {}
+    for want in stuck:
+        aborted = await blocking(transactions.aborted_at, broker, want.topic, want.partition, want.offset)
+        if aborted is not None:
+            markers[(want.topic, want.partition)] = aborted
+    return markers
+
+
 def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
-               compression: int, magic: int) -> PartitionData:
+               compression: int, magic: int, aborted: tuple[int, int, int] | None = None,
+               read_committed: bool = False) -> PartitionData:
     if isinstance(result, PartitionData):  # __consumer_offsets: answered whole
         return result
     if isinstance(result, FetchResult):
+        stable = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
+        records = encode_fetch(result.records, compression, magic)
+        listed = []
+        if aborted is not None and magic == 2:
+            producer_id, first, last = aborted
+            records = transactions.abort_marker(last, producer_id)
+            if read_committed:
+                listed = [PartitionData.AbortedTransaction(producer_id=producer_id, first_offset=first)]
         return PartitionData(partition_index=index, error_code=0, high_watermark=result.high_watermark,
-                             last_stable_offset=result.high_watermark, log_start_offset=result.log_start_offset,
-                             aborted_transactions=[], preferred_read_replica=-1,
-                             records=encode_fetch(result.records, compression, magic))
+                             last_stable_offset=stable, log_start_offset=result.log_start_offset,
+                             aborted_transactions=listed, preferred_read_replica=-1, records=records)
     code = refused if refused is not None else error_code(result) if result is not None else CODES[
         "UNKNOWN_TOPIC_OR_PARTITION"]
     return PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
@@ -129,13 +153,14 @@ async def list_offsets(context: Context, call: Call) -> ListOffsetsResponse:
     topics = []
     for topic in request.topics:
         allowed = context.allowed("describe", "topic", topic.name)
-        partitions = [await _offset(context, topic.name, p, allowed, call.version) for p in topic.partitions]
+        partitions = [await _offset(context, topic.name, p, allowed, call.version,
+                                    request.isolation_level if call.version >= 2 else 0) for p in topic.partitions]
         topics.append(OffsetsTopic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
 async def _offset(context: Context, topic: str, wanted, allowed: bool,  # type: ignore[no-untyped-def]
-                  version: int) -> OffsetsPartition:
+                  version: int, isolation_level: int = 0) -> OffsetsPartition:
     partition, timestamp = wanted.partition_index, wanted.timestamp
     if not allowed:
         return _offset_error(partition, CODES["TOPIC_AUTHORIZATION_FAILED"])
@@ -147,6 +172,8 @@ async def _offset(context: Context, topic: str, wanted, allowed: bool,  # type: 
                                      wanted.max_num_offsets)
             return OffsetsPartition(partition_index=partition, error_code=0, old_style_offsets=offsets)
         offset, found_at = await blocking(offset_for, context.services.broker, topic, partition, timestamp)
+        if timestamp == LATEST and version >= 2 and isolation_level == 1:  # read_committed: the last stable offset
+            offset = await blocking(context.services.broker.topic_log(topic).last_stable_offset, partition)
     except LakelogError as exc:
         return _offset_error(partition, error_code(exc))
     return OffsetsPartition(partition_index=partition, error_code=0, timestamp=found_at, offset=offset,

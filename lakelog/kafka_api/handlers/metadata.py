@@ -69,9 +69,10 @@ async def find_coordinator(context: Context, call: Call) -> FindCoordinatorRespo
 
 def _coordinator(context: Context, key_type: int, key: str) -> dict[str, Any]:
     """The coordinator of one key, as the fields of an answer (top-level before v4, per key from v4)."""
-    if key_type == TRANSACTION_KEY:
-        return dict(error_code=CODES["COORDINATOR_NOT_AVAILABLE"], node_id=-1, host="", port=-1,
-                    error_message="transactions are not supported")
+    if key_type == TRANSACTION_KEY:  # transactional ids have no ACL resource in lakelog: any principal may ask
+        coordinator = nodes.transaction_coordinator(context, key)
+        return dict(error_code=0, error_message=None, node_id=coordinator.broker_id, host=coordinator.host,
+                    port=coordinator.port)
     if not context.allowed("describe", "group", key):
         return dict(error_code=CODES["GROUP_AUTHORIZATION_FAILED"], node_id=-1, host="", port=-1,
                     error_message=f"may not describe group {key!r}")

@@ -13,15 +13,18 @@ import asyncio
 import secrets
 from concurrent.futures import Future
 
+import numpy as np
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from lakelog.kafka_api.batches import ProducedBatch, decode_produce
 from lakelog.kafka_api.context import Context
-from lakelog.kafka_api.errors import CODES, error_code, error_message
-from lakelog.kafka_api.handlers import offsets_topic
+from lakelog.kafka_api.errors import error_code, error_message
+from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
+from lakelog.platform import typed_produce
 from lakelog.platform.acl import TopicAuthorizationFailed
+from lakelog.platform.errors import RecordsRefused
 from lakelog.platform.records import ProducerBatch
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -37,9 +40,8 @@ def lakelog_producer_id(kafka_producer_id: int, partition: int) -> int:
 
 async def init_producer_id(context: Context, call: Call) -> InitProducerIdResponse:
     request = call.body
-    if request.transactional_id is not None:  # not advertised; a client that asks anyway is told plainly
-        return InitProducerIdResponse(error_code=CODES["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"], producer_id=-1,
-                                      producer_epoch=-1)
+    if request.transactional_id is not None:
+        return await transactions.init_producer_id(context, call)
     if 0 <= request.producer_id < 1 << PRODUCER_ID_BITS and request.producer_epoch >= 0:  # KIP-360: bump the epoch
         if request.producer_epoch >= 32766:
             return InitProducerIdResponse(error_code=0, producer_id=_new_producer_id(), producer_epoch=0)
@@ -80,11 +82,34 @@ async def _submit(context: Context, topic: str, partition: int, records: bytes |
             await blocking(services.broker.topic, topic)
             services.open_topics.add(topic)
         acks = "all" if request.acks == -1 else request.acks
+        batches = decode_produce(records, partition, request.API_VERSION)
+        if any(batch.transactional for batch in batches):  # held outside the table until the transaction ends
+            return await transactions.produce(context, getattr(request, "transactional_id", None), topic, partition,
+                                              batches, request.timeout_ms, lakelog_producer_id)
+        if services.broker.topic(topic).config.validates_schemas:
+            return await _submit_typed(services, topic, partition, batches, acks, request.timeout_ms)
         return [services.broker.produce_async(topic, batch.records, acks, request.timeout_ms,
                                               _producer(batch, partition))
-                for batch in decode_produce(records, partition, request.API_VERSION)]
+                for batch in batches]
     except Exception as exc:
         return exc
+
+
+async def _submit_typed(services, topic: str, partition: int, batches: list[ProducedBatch], acks: object,
+                        timeout_ms: int) -> list[Future]:  # type: ignore[no-untyped-def]
+    """A typed topic's batches: all checked (off the loop: decoding, maybe registry I/O) before any is queued,
+    so a bad record refuses the partition's whole data; indexes count across its batches."""
+    validator = await blocking(services.record_validator)
+    screened, before = [], 0
+    for batch in batches:
+        try:
+            screened.append(await blocking(typed_produce.screen, services.broker, validator, topic, batch.records,
+                                           _producer(batch, partition)))
+        except RecordsRefused as exc:
+            raise RecordsRefused(exc.message, [(before + i, m) for i, m in exc.record_errors]) from None
+        before += len(batch.records)
+    return [typed_produce.submit(services.broker, checked, acks, timeout_ms, _producer(batch, partition))
+            for checked, batch in zip(screened, batches)]
 
 
 def _producer(batch: ProducedBatch, partition: int) -> ProducerBatch | None:
@@ -101,6 +126,25 @@ async def _answer(index: int, submitted: list[Future] | BaseException) -> Partit
         results = [await asyncio.shield(asyncio.wrap_future(future)) for future in submitted]
     except Exception as exc:
         return PartitionResponse(index=index, error_code=error_code(exc), base_offset=-1, log_append_time_ms=-1,
-                                 log_start_offset=-1, record_errors=[], error_message=error_message(exc))
-    return PartitionResponse(index=index, error_code=0, base_offset=int(results[0].offsets[0]),
-                             log_append_time_ms=-1, log_start_offset=-1, record_errors=[], error_message=None)
+                                 log_start_offset=-1, record_errors=_record_errors(exc),
+                                 error_message=error_message(exc))
+    return PartitionResponse(index=index, error_code=0, base_offset=_base_offset(results), log_append_time_ms=-1,
+                             log_start_offset=-1, record_errors=[], error_message=None)
+
+
+def _base_offset(results: list) -> int:  # type: ignore[type-arg]
+    """The first record's offset; a typed topic's dead-lettered records have none (-1): the first written."""
+    for result in results:
+        offsets = np.asarray(result.offsets)
+        written = offsets[offsets >= 0]
+        if len(written):
+            return int(written[0])
+    return -1
+
+
+def _record_errors(exc: BaseException) -> list:  # type: ignore[type-arg]
+    """Kafka's per-record errors (Produce v8+, KIP-467) of a refused typed-topic batch."""
+    if not isinstance(exc, RecordsRefused):
+        return []
+    return [PartitionResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+            for index, message in exc.record_errors]

@@ -28,3 +28,7 @@ def topic_key(topic: str) -> str:
 
 def group_key(group_id: str) -> str:
     return f"group:{group_id}"
+
+
+def transaction_key(transactional_id: str) -> str:
+    return f"txn:{transactional_id}"

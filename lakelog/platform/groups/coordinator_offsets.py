@@ -65,6 +65,26 @@ class Offsets:
             # Queued under the lock: a rebalance after this check finds the commit in flight.
             return self.store.submit(rows)
 
+    def commit_transactional(self, rows: list[OffsetRow]) -> Future:
+        """A committed transaction's group offsets (TxnOffsetCommit, written when the transaction commits):
+        the transaction coordinator checked its producer; no member or generation is checked, as Kafka
+        checks none for them. A group not held in memory (no member since this node started) is created."""
+        with self._lock:
+            for row in rows:
+                self.membership.groups.setdefault(row.group, Group(row.group))
+            return self.store.submit(rows)
+
+    def reload_offsets(self, group_id: str) -> None:
+        """A group's committed offsets read again from the table, where another node wrote some (a
+        transaction's, by its coordinator); a newer commit held here is kept."""
+        loaded = self.store.load().get(group_id, {})
+        with self._lock:
+            group = self.membership.groups.setdefault(group_id, Group(group_id))
+            for tp, committed in loaded.items():
+                known = group.committed.get(tp)
+                if known is None or committed.committed_ms > known.committed_ms:
+                    group.committed[tp] = committed
+
     def commits_in_flight(self, group_id: str) -> list[Future]:
         """A group's accepted commits not yet durable. A partition's new owner reads its starting offset
         only once they are done: the old owner's last commit may be among them."""

@@ -31,6 +31,7 @@ from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
 from lakelog.platform.segment import Written, write_segments
 from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
+from lakelog.platform.typed_column import TYPED_COLUMN
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 
@@ -70,12 +71,18 @@ class Commits:
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
         runs = _partition_runs(partitions[order])
+        typed = self._typed_values(ordered)  # a typed topic's `value_typed` column (table_schema.py), or None
         written: tuple[dict[int, int], Written] | None = None  # files already written, for these bases
         while True:
             with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
+                failure = None
+                if typed is not None:  # the schema first holds the column's type (before the checks below: a
+                    kept, failure = self._typed_schema_holds(typed)  # schema change loads others' commits)
+                    if kept is None:
+                        typed, written = None, None  # files written with the column are not committed
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
-                failure = self._refresh_if_stale() or self._check_producers(producer_ids)
+                failure = failure or self._refresh_if_stale() or self._check_producers(producer_ids)
                 if failure is None:  # else the log or other writers' commits could not be read: try again
                     for p, _, _ in runs:
                         self._served(p)  # never offsets another writer's records already hold
@@ -88,7 +95,7 @@ class Commits:
                     commit_id = uuid.uuid4().hex
                     try:
                         if written is None or written[0] != bases:
-                            written = (bases, self._write_segments(table, runs))
+                            written = (bases, self._write_segments(_with_typed(table, typed), runs))
                         landed = self.storage.put_if_absent(
                             commit_uri(self.uri, version),
                             encode_commit(written[1].adds, txns,
@@ -205,6 +212,12 @@ class Commits:
         if self.leader_epoch is not None:
             metadata["lakelog.leaderEpoch"] = self.leader_epoch
         return metadata
+
+
+def _with_typed(table: pa.Table, typed: pa.StructArray | None) -> pa.Table:
+    """The flush as written to its files: with the typed column last (not in the tail cache: fetches never
+    read it)."""
+    return table if typed is None else table.append_column(pa.field(TYPED_COLUMN, typed.type), typed)
 
 
 def _partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:

@@ -21,8 +21,18 @@ log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichev
 PARTITION_APP_PREFIX = "lakelog.partition."
 
 
+# Set by every transactional reservation (reservations.py): a table without it has no open transaction, and
+# its fetches never ask delta-rs for a partition's `lakelog.open.<p>` (each costs reads of the log).
+TRANSACTIONAL_APP_ID = "lakelog.transactional"
+
+
 def partition_app_id(partition: int) -> str:
     return f"{PARTITION_APP_PREFIX}{partition}"
+
+
+def open_app_id(partition: int) -> str:
+    """The partition's first open transactional offset + 1 (0 or absent: none), see reservations.py."""
+    return f"lakelog.open.{partition}"
 
 
 @dataclass(frozen=True)
@@ -47,16 +57,20 @@ class Offsets:
             return end
 
     def app_version(self, app_id: str) -> int:
-        """The version of an application's SetTransaction in the snapshot; -1 when absent."""
+        """The version of an application's SetTransaction in the snapshot; -1 when absent. Cached per snapshot,
+        absence too: it is asked on every fetch (`lakelog.open.<p>`), and delta-rs reads to answer."""
         with self._lock:
             version = self._apps.get(app_id)
             if version is None:
-                version = self._transaction_version(app_id)
-        return -1 if version is None else version
+                found = self._transaction_version(app_id)
+                version = self._apps[app_id] = -1 if found is None else found
+        return version
 
     def _transaction_version(self, app_id: str) -> int | None:
         """From the snapshot, which reads commit files lazily: if another node's log cleanup removed them
         since it was loaded, it is loaded again from the latest checkpoint (and the index with it)."""
+        if self._dt.version() == 0:
+            return None  # a new table's creation holds no SetTransaction (delta-rs takes 0.2 ms to say so)
         try:
             return self._dt.transaction_version(app_id)
         except DeltaError as exc:
@@ -71,7 +85,11 @@ class Offsets:
     def log_start_offset(self, partition: int) -> int:
         with self._lock:
             start = self._index.partition(partition).log_start_offset
-        return self.log_end_offset(partition) if start is None else start
+            open_first = -1  # an open transaction's first record, if any (its records are not in the table yet)
+            if self.app_version(TRANSACTIONAL_APP_ID) > 0:
+                open_first = self.app_version(open_app_id(partition)) - 1
+        start = self.log_end_offset(partition) if start is None else start
+        return min(start, open_first) if open_first >= 0 else start
 
     def partition_state(self, partition: int) -> PartitionState:
         with self._lock:

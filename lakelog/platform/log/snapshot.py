@@ -23,6 +23,7 @@ from lakelog.platform.file_stats import holds_several_partitions, segment_of
 from lakelog.platform.index import SegmentFile, SegmentIndex, slices_from_commit
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.commit import COMMIT_SLICES
+from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
@@ -141,6 +142,7 @@ class Snapshot:
             if any(f.path not in new_paths for f in index.files):
                 self.tail.drop_partition(partition)  # retention or compaction rewrote it
                 self._leo.pop(partition, None)  # re-read from the snapshot's SetTransaction
+        self.app_version(TRANSACTIONAL_APP_ID)  # asked on every fetch: known with the snapshot, not at a fetch
         for partition, index in self._index.partitions.items():
             # Another writer appended here: read the exact log end from its SetTransaction again.
             if partition in self._leo and index.files and index.files[-1].max_offset + 1 > self._leo[partition]:

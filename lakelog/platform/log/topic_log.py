@@ -14,12 +14,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Callable
 
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake import DeltaTable, Schema
 
-from lakelog.platform.checkpoint import CheckpointState
+from lakelog.platform.checkpoint import CheckpointState, first_checkpoint
+from lakelog.platform.delta_log import DELTA_LOG, checkpoint_name, commit_name, commit_uri, encode_create, file_version
 from lakelog.platform.errors import TopicAlreadyExists
 from lakelog.platform.file_slices import FileSlices
 from lakelog.platform.index import SegmentIndex
@@ -30,7 +32,9 @@ from lakelog.platform.log.maintenance import Maintenance
 from lakelog.platform.log.offsets import Offsets
 from lakelog.platform.log.producers import Producers
 from lakelog.platform.log.read import Reads
+from lakelog.platform.log.reservations import Reservations
 from lakelog.platform.log.snapshot import Snapshot
+from lakelog.platform.log.table_schema import TableSchema
 from lakelog.platform.log.time_index import TimeIndex
 from lakelog.platform.outside_commits import OutsideWatch
 from lakelog.platform.segment import TableLayout
@@ -39,10 +43,13 @@ from lakelog.platform.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, reten
 from lakelog.platform.tail_cache import TailCache
 from lakelog.schemas import TOPIC_SCHEMA
 
+TOPIC_SCHEMA_JSON = Schema.from_arrow(TOPIC_SCHEMA).to_json()  # the table's schemaString
+
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 
 
-class TopicLog(Snapshot, Offsets, Commits, Producers, Checkpoints, Maintenance, Reads, TimeIndex):
+class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, Maintenance, Reads, TimeIndex,
+               Reservations):
     def __init__(self, storage: Storage, name: str, tail_cache_bytes: int = 0, leader_epoch: int | None = None) -> None:
         self.storage = storage
         self.leader_epoch = leader_epoch  # recorded with each commit, so replicas can tell stale leaders
@@ -86,31 +93,45 @@ class TopicLog(Snapshot, Offsets, Commits, Producers, Checkpoints, Maintenance, 
     @staticmethod
     def create_table(storage: Storage, name: str, layout: TableLayout = TableLayout.INTAKE,
                      file_delete_delay_ms: int = DEFAULT_FILE_DELETE_DELAY_MS) -> None:
-        """Create the topic's table. Never deletes: an empty table (another node creating the same topic)
-        is reused; a table holding commits is the rest of a deleted topic, and creation is refused."""
+        """Create the topic's table (`create_version_0`), with its first checkpoint."""
+        checkpoint = TopicLog.create_version_0(storage, name, layout, file_delete_delay_ms)
+        if checkpoint is not None:
+            checkpoint()
+
+    @staticmethod
+    def create_version_0(storage: Storage, name: str, layout: TableLayout = TableLayout.INTAKE,
+                         file_delete_delay_ms: int = DEFAULT_FILE_DELETE_DELAY_MS) -> Callable[[], None] | None:
+        """Create the topic's table: its version 0, with one put-if-absent, and the log folder listed at the
+        same time (one round trip; delta-rs's create lists first and loads the new table back: about 20
+        requests on S3). Never deletes another's files: an empty table (another node creating the same
+        topic) is reused; a folder holding later commits (a deleted topic's, or a live table whose log was
+        cleaned of its version 0) is refused, and a version 0 this call put beside them is taken back.
+
+        Answers the writing of the first checkpoint (one PUT; the base of the writer's own checkpoints,
+        platform/checkpoint.py) when this call created the table, for the caller to run beside its next
+        request; None when an empty table was reused."""
         uri = storage.uri(topic_path(name))
         properties = {**TOPIC_TABLE_PROPERTIES, **retention_properties(file_delete_delay_ms)}  # vacuum's delay
-        try:
-            created = DeltaTable.create(uri, schema=TOPIC_SCHEMA, partition_by=layout.partition_by, mode="error",
-                                        configuration=properties, storage_options=storage.delta_options(), name=name)
-        except CommitFailedError:
-            pass  # another creator's version 0 won the put-if-absent (S3)
-        except DeltaError as exc:
-            # "not found", "no files in log segment": another node's delete is removing the former table's
-            # log under us.
-            text = str(exc).lower()
-            if not any(sign in text for sign in ("already exists", "not found", "no files in log segment")):
-                raise
-        else:
-            try:  # the first base of the checkpoints written from the writer's state (platform/checkpoint.py)
-                created.create_checkpoint()
-            except STORAGE_ERRORS as exc:
-                log.warning("checkpoint of the new table %s not written: %s", name, exc)
-            return
-        if not TopicLog.table_is_empty(storage, name):
+        version_0 = encode_create(name, TOPIC_SCHEMA_JSON, layout.partition_by or [], properties)
+        listing = _started(lambda: storage.list_names_after(f"{uri}/{DELTA_LOG}", commit_name(0)))
+        checkpoint = _started(lambda: first_checkpoint(version_0))  # CPU (5-25 ms) while the requests are out
+        landed = storage.put_if_absent(commit_uri(uri, 0), version_0)
+        former = [n for n in listing.result() if (version := file_version(n)) is not None and version > 0]
+        if former and landed:  # nobody reuses a folder holding another log: this version 0 is ours alone
+            storage.delete_files([commit_uri(uri, 0)])
+        if landed and not former:
+            def write_checkpoint() -> None:
+                try:
+                    storage.write_bytes(f"{uri}/{DELTA_LOG}/{checkpoint_name(0)}", checkpoint.result())
+                except Exception as exc:  # optional (delta-rs writes the first one then): never fails a create
+                    log.warning("checkpoint of the new table %s not written: %s", name, exc)
+            return write_checkpoint
+        checkpoint.exception()  # not needed: let it end here, not under the interpreter's exit
+        if former or not TopicLog.table_is_empty(storage, name):
             raise TopicAlreadyExists(
                 f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
                 f"retry, or run `lakelog topics delete {name}` to finish an interrupted delete")
+        return None
 
     @staticmethod
     def table_is_empty(storage: Storage, name: str) -> bool:
@@ -125,3 +146,17 @@ class TopicLog(Snapshot, Offsets, Commits, Producers, Checkpoints, Maintenance, 
     @property
     def version(self) -> int:
         return self._version
+
+
+def _started(work: Callable[[], bytes]) -> Future[bytes]:
+    """`work` on a thread of its own: its result, or its error, in the future."""
+    future: Future[bytes] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to whoever waits
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name="lakelog-first-checkpoint").start()
+    return future

@@ -53,6 +53,10 @@ class SchemaRegistry:
                 self._state = state_of(rows)
             return self._state
 
+    def cached_state(self) -> State:
+        """The state as last read, without storage I/O (the produce path's view; `refresh` catches up)."""
+        return self._state
+
     # ---- schemas ------------------------------------------------------------
 
     def register(self, subject: str, schema: Any, schema_type: Any = None, references: Any = None) -> int:

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 from aiokafka.record.memory_records import MemoryRecords
 
+from lakelog.kafka_api.handlers.admin import BOOLEAN, CONFIG_TYPES, STRING, config_entries
 from lakelog.kafka_api.handlers.alter_configs import replaced_config
 from lakelog.kafka_api.handlers.offsets_topic import MAX_DELTA, encode_batches
 from lakelog.kafka_api.handlers.produce import lakelog_producer_id
@@ -56,3 +57,12 @@ def test_records_far_apart_go_in_batches_of_their_own() -> None:
         batches.append([record.offset for record in batch])
     assert batches == [offsets[:2], offsets[2:]]
     assert encode_batches(BATCH_SCHEMA.empty_table()) == b""
+
+
+def test_typed_topic_configs_are_kafka_booleans() -> None:
+    entries = {e.name: e for e in config_entries(parse_topic_config({"confluent.value.schema.validation": "true"}))}
+    assert (entries["confluent.value.schema.validation"].value, entries["confluent.value.schema.validation"].default) \
+        == ("true", "false")
+    assert entries["confluent.key.schema.validation"].is_default
+    assert CONFIG_TYPES["confluent.value.schema.validation"] == BOOLEAN
+    assert CONFIG_TYPES["errors.deadletterqueue.topic.name"] == STRING

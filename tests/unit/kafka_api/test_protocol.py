@@ -46,7 +46,7 @@ def test_an_api_versions_request_of_an_unknown_version_is_answered_in_v0_with_wh
 
 
 def test_an_api_or_version_not_served_gets_no_answer_but_what_to_log() -> None:
-    for api_key, version in ((ApiKey.EndTxn, 3), (ApiKey.Metadata, 13), (999, 0)):
+    for api_key, version in ((ApiKey.EndTxn, 5), (ApiKey.Metadata, 13), (999, 0)):
         with pytest.raises(protocol.Unanswerable) as unanswerable:
             protocol.decode(struct.pack(">hhih", api_key, version, 9, 3) + b"old")
         assert unanswerable.value.answer is None  # the listener closes the connection, as Kafka does

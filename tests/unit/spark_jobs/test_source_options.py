@@ -121,3 +121,10 @@ def test_sink_refuses_serializers_and_partitioner():
         with pytest.raises(InvalidConfig, match=key.replace(".", r"\.")):
             refuse_kafka_options({key: "x"}, SINK_REFUSED_KAFKA_OPTIONS)
     refuse_kafka_options({"kafka.acks": "all"}, SINK_REFUSED_KAFKA_OPTIONS)
+
+
+def test_value_typed_is_off_by_default_and_a_boolean():
+    assert parse().value_typed is False
+    assert parse(valueTyped="TRUE").value_typed is True
+    with pytest.raises(InvalidConfig, match="'valueTyped' must be true or false"):
+        parse(valueTyped="yes")

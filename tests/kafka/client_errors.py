@@ -1,17 +1,7 @@
-"""What unmodified Kafka clients see when lakelog's Kafka listener refuses them: each of kafka-python,
-confluent-kafka and aiokafka gets its own error type (or code) for the Kafka error lakelog answers.
-
-- An unknown topic: UNKNOWN_TOPIC_OR_PARTITION within a short client timeout, and nothing is created
-  (lakelog has no auto-creation).
-- A group's committed offset outside the log (past its end, or below its start after retention):
-  auto.offset.reset earliest restarts at the log start, latest at the end, none/error surfaces
-  OFFSET_OUT_OF_RANGE.
-- ACLs, with SASL/PLAIN on API keys: TOPIC_AUTHORIZATION_FAILED on produce and on consume,
-  GROUP_AUTHORIZATION_FAILED on joining a group, and the same client succeeds once an ACL is granted
-  over HTTP. A wrong password is an authentication failure.
-
-Each client's way of reporting an error is in its adapter below (`ERRORS` and `check`), so the tests
-read the same for all three.
+"""How unmodified Kafka clients report the errors lakelog's Kafka listener answers: each of kafka-python,
+confluent-kafka and aiokafka behind one adapter (`ERRORS` maps Kafka's error name to the client's own, and
+`check` asserts it), with a producer and a consumer of each and the `client` fixture that runs a test once
+per client; and the HTTP calls the error tests set a server up with.
 """
 
 from __future__ import annotations
@@ -19,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
 import aiokafka.errors
 import httpx
@@ -27,17 +17,11 @@ import kafka.errors
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from lakelog.spark_jobs.jobs import run_job
-from tests.http.conftest import ThreadServer, make_settings, start_server  # noqa: F401  (the fixture)
-from tests.log_check import assert_topic_intact
+from tests.http.conftest import ThreadServer
 from tests.patience import STUCK_S
 
-API_KEYS = '{"k-admin": "admin", "k-bob": "bob"}'
-ADMIN = {"authorization": "Bearer k-admin"}
-BOB = ("bob", "k-bob")  # SASL/PLAIN: the principal, its API key
 Sasl = tuple[str, str] | None
 Records = list[tuple[int, bytes | None]]  # (offset, value)
-T = TypeVar("T")
 
 
 # ---- the clients -----------------------------------------------------------------------------------
@@ -329,18 +313,6 @@ def _logged_errors(caplog: pytest.LogCaptureFixture, logger: str) -> list[BaseEx
     return [arg for arg in args if isinstance(arg, BaseException)]
 
 
-def eventually(attempt: Callable[[], T], timeout_s: float = 10) -> T:
-    """attempt() until it does not raise: a grant reaches a client with its next metadata."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return attempt()
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 # ---- HTTP --------------------------------------------------------------------------------------------
 
 
@@ -362,136 +334,3 @@ def log_range(server: ThreadServer, topic: str, headers: dict | None = None) -> 
     assert response.status_code == 200, response.text
     [partition] = response.json()["partitions"]
     return partition["log_start_offset"], partition["log_end_offset"]
-
-
-def commit(server: ThreadServer, group: str, topic: str, offset: int) -> None:
-    response = httpx.post(f"{server.url}/v1/groups/{group}/offsets",
-                          json={"offsets": [{"topic": topic, "partition": 0, "offset": offset}]}, timeout=STUCK_S)
-    assert response.status_code == 200, response.text
-
-
-def grant(server: ThreadServer, resource_type: str, name: str, operation: str) -> None:
-    acl = {"principal": "bob", "resource_type": resource_type, "resource_name": name, "operation": operation}
-    response = httpx.post(f"{server.url}/v1/acls", json={"acls": [acl]}, headers=ADMIN, timeout=STUCK_S)
-    assert response.status_code == 201, response.text
-
-
-# ---- unknown topic -----------------------------------------------------------------------------------
-
-
-def test_produce_to_unknown_topic_fails_and_creates_nothing(start_server, client) -> None:  # noqa: F811
-    server = start_server()
-    topic = f"missing-{client.name}"
-    started = time.monotonic()
-    client.check(client.unknown_topic(server.bootstrap, topic), "UNKNOWN_TOPIC_OR_PARTITION")
-    assert time.monotonic() - started < 10
-    assert httpx.get(f"{server.url}/v1/topics/{topic}", timeout=STUCK_S).status_code == 404  # no auto-creation
-    assert httpx.get(f"{server.url}/v1/topics", timeout=STUCK_S).json()["topics"] == []
-
-
-# ---- committed offsets out of range ----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def retained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadServer, str]]:
-    """One server, one topic whose first records retention removed: its log starts at 4."""
-    server = ThreadServer(make_settings(tmp_path_factory.mktemp("retained"))).start()
-    topic = "retained"
-    create_topic(server, topic, **{"retention.bytes": 0})
-    for i in range(3):  # three commits, three files: retention keeps the active (last) one
-        produce(server, topic, f"old-{2 * i}", f"old-{2 * i + 1}")
-    assert run_job("retention", server.app.state.services.broker, topics=[topic]).commits == 1
-    assert log_range(server, topic) == (4, 6)
-    yield server, topic
-    assert_topic_intact(server.root, topic, allow_gaps=True)
-    server.stop()
-
-
-@pytest.mark.parametrize("committed", ["past-end", "below-start"])
-@pytest.mark.parametrize("reset", ["earliest", "latest", "none"])
-def test_committed_offset_out_of_range(retained, client, reset: str, committed: str) -> None:
-    server, topic = retained
-    group = f"{client.name}-{reset}-{committed}"
-    start, end = log_range(server, topic)
-    commit(server, group, topic, end + 100 if committed == "past-end" else start - 3)
-    consumer = client.consumer(server.bootstrap, topic, group, reset)
-    try:
-        if reset == "earliest":
-            got = consumer.records(count=end - start)
-            assert [o for o, _ in got] == list(range(start, start + len(got)))  # from the log start
-        elif reset == "latest":
-            late: list[int] = []
-
-            def produce_one() -> None:  # the reset's end is not known in advance: records keep coming
-                late.extend(produce(server, topic, f"late-{len(late)}"))
-
-            got = consumer.records(between=produce_one)
-            first = got[0][0]
-            assert first >= end and first in late  # from the end: nothing that was there before
-            assert [o for o, _ in got] == list(range(first, first + len(got)))
-            assert all(value.startswith(b"late-") for _, value in got)  # type: ignore[union-attr]
-        else:
-            client.check(consumer.error(), "OFFSET_OUT_OF_RANGE")
-    finally:
-        consumer.close()
-
-
-# ---- ACLs and authentication ------------------------------------------------------------------------
-
-
-def test_acl_denials_then_grants(start_server, client) -> None:  # noqa: F811
-    server = start_server(api_keys_json=API_KEYS)
-    topic = f"payroll-{client.name}"
-    create_topic(server, topic, headers=ADMIN)
-    produce(server, topic, "seed", headers=ADMIN)
-
-    producer = client.producer(server.bootstrap, BOB)
-    fresh = None
-    try:
-        with pytest.raises(Exception) as denied:  # no rights: the topic's metadata is refused
-            producer.send(topic, b"bob-1")
-        client.check(denied.value, "TOPIC_AUTHORIZATION_FAILED")
-        grant(server, "topic", topic, "describe")
-        fresh = client.producer(server.bootstrap, BOB)  # no cached metadata: this refusal is the produce's
-        with pytest.raises(Exception) as denied:  # it may see the topic, not write it
-            fresh.send(topic, b"bob-2")
-        client.check(denied.value, "TOPIC_AUTHORIZATION_FAILED")
-        grant(server, "topic", topic, "write")
-        offsets = [eventually(lambda: producer.send(topic, b"bob-3")),  # the producer refused first
-                   eventually(lambda: fresh.send(topic, b"bob-4"))]
-    finally:
-        producer.close()
-        if fresh is not None:
-            fresh.close()
-    assert log_range(server, topic, ADMIN) == (0, 3) and offsets == [1, 2]
-
-    group = f"payroll-readers-{client.name}"
-    grant(server, "group", group, "read")
-    consumer = client.consumer(server.bootstrap, topic, group, "earliest", BOB)
-    try:  # it may describe the topic and read the group, not read the topic: the fetch is refused
-        client.check(consumer.error(), "TOPIC_AUTHORIZATION_FAILED")
-        grant(server, "topic", topic, "read")
-        assert [v for _, v in eventually(lambda: consumer.records(count=3))] == [b"seed", b"bob-3", b"bob-4"]
-    finally:
-        consumer.close()
-
-    other = f"auditors-{client.name}"
-    consumer = client.consumer(server.bootstrap, topic, other, "earliest", BOB)
-    try:
-        client.check(consumer.error(), "GROUP_AUTHORIZATION_FAILED")  # FindCoordinator: no describe
-        grant(server, "group", other, "describe")
-        client.check(consumer.error(), "GROUP_AUTHORIZATION_FAILED")  # JoinGroup: no read
-        grant(server, "group", other, "read")
-        assert [v for _, v in eventually(lambda: consumer.records(count=3))] == [b"seed", b"bob-3", b"bob-4"]
-    finally:
-        consumer.close()
-    assert_topic_intact(server.root, topic)
-
-
-def test_wrong_password_fails_authentication(start_server, client, caplog) -> None:  # noqa: F811
-    server = start_server(api_keys_json=API_KEYS)
-    caplog.set_level(logging.INFO)
-    errors = client.authentication_errors(server.bootstrap, ("bob", "not-bobs-key"), caplog)
-    refusals = [e for e in errors if client.is_error(e, "SASL_AUTHENTICATION_FAILED")]
-    assert refusals, f"no authentication failure among {errors!r}"
-    assert all("invalid SASL/PLAIN credentials" in str(e) for e in refusals)  # lakelog's message reached it

@@ -1,0 +1,107 @@
+"""The table's schema as typed topics evolve it: the type of the `value_typed` column (typed_column.py), and
+the metadata commit that adds the column or new nullable fields of it, as Delta's schema evolution allows.
+
+The metadata commit is lakelog's own (`lakelog.commitId`), put only if its version is free, then loaded
+through delta-rs like any commit that is not an append (the checkpoint after it is delta-rs's). Every other
+part of the metadata (id, partitioning, configuration, the other columns' schema text) is kept as it is.
+
+Threads: `_typed_schema_holds` from the appending thread with the log lock `_lock` held; `typed_type` from
+any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import orjson
+import pyarrow as pa
+from deltalake import Schema
+
+from lakelog.platform.clock import now_ms
+from lakelog.platform.delta_log import COMMIT_ID, ENGINE, commit_uri
+from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
+from lakelog.platform.schema_registry.arrow_types import TypeConflict, merged
+from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
+from lakelog.platform.typed_column import TYPED_COLUMN, TypedColumn
+
+log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
+
+
+class TableSchema:
+    """A part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state it uses."""
+
+    typed_column: TypedColumn | None = None  # set by the topic's owner (open_topic.py); None: never typed
+    _typed_type_at: tuple[int, pa.StructType | None] = (-2, None)  # (snapshot version, the column's type)
+
+    def typed_type(self) -> pa.StructType | None:
+        """The `value_typed` column's type in the table's schema (None: no such column yet)."""
+        with self._lock:
+            version = self._dt.version()
+            if self._typed_type_at[0] != version:
+                schema = pa.schema(self._dt.schema().to_arrow())
+                found = schema.get_field_index(TYPED_COLUMN)
+                self._typed_type_at = (version, schema.field(found).type if found >= 0 else None)
+            return self._typed_type_at[1]
+
+    def _typed_values(self, records: pa.Table) -> pa.StructArray | None:
+        """The flush's typed column (records in the order given), or None. Outside the lock: decoding takes
+        time, and whatever fails in it costs the records nothing."""
+        if self.typed_column is None:
+            return None
+        try:
+            return self.typed_column.values(records.column("value"), self.typed_type())
+        except Exception:
+            log.exception("typed column of %s not decoded: this flush's records are written without it", self.name)
+            return None
+
+    def _typed_schema_holds(self, typed: pa.StructArray | None) -> tuple[pa.StructArray | None, str | None]:
+        """Before an attempt, `_lock` held: the table's schema made to hold the typed column's type. Answers the
+        column to write (None when another writer gave the table a type it conflicts with) and the failure
+        to retry after (None: done)."""
+        if typed is None:
+            return None, None
+        for _ in range(DELTA_COMMIT_RETRIES):
+            current = self.typed_type()
+            try:
+                wanted = merged(current, typed.type)
+            except TypeConflict as exc:
+                log.error("typed column of %s left out of this flush: %s", self.name, exc)
+                return None, None
+            if wanted == current:
+                return typed, None
+            version = self._version + 1
+            commit = encode_schema_change(self._dt, wanted, uuid.uuid4().hex)
+            try:
+                landed = self.storage.put_if_absent(commit_uri(self.uri, version), commit)
+            except STORAGE_ERRORS as exc:
+                log.warning("storage error evolving the schema of %s: %s", self.name, exc)
+                self.refresh(full=True)
+                return typed, f"storage unavailable: {exc}"
+            self.refresh(full=True)  # ours or another writer's: either way, read the schema it left
+            if landed:
+                log.info("schema of %s evolved at version %d: %s is %s", self.name, version, TYPED_COLUMN, wanted)
+                self.commits += 1
+                if version % CHECKPOINT_INTERVAL == 0:
+                    self._request_checkpoint(version)
+        return typed, "its schema change kept conflicting with other writers' commits"
+
+
+def encode_schema_change(table, typed: pa.StructType, commit_id: str) -> bytes:  # type: ignore[no-untyped-def]
+    """A commit holding the table's metadata with the `value_typed` column set to `typed` (added last, or its
+    type replaced): the other columns' schema text kept as it was."""
+    metadata = table.metadata()
+    schema = orjson.loads(table.schema().to_json())
+    column = orjson.loads(Schema.from_arrow(pa.schema([pa.field(TYPED_COLUMN, typed)])).to_json())["fields"][0]
+    fields = [f for f in schema["fields"] if f["name"] != TYPED_COLUMN]
+    at = next((i for i, f in enumerate(schema["fields"]) if f["name"] == TYPED_COLUMN), len(fields))
+    schema["fields"] = [*fields[:at], column, *fields[at:]]
+    now = now_ms()
+    meta = {"id": metadata.id, "name": metadata.name, "description": metadata.description,
+            "format": {"provider": "parquet", "options": {}}, "schemaString": orjson.dumps(schema).decode(),
+            "partitionColumns": list(metadata.partition_columns), "createdTime": metadata.created_time,
+            "configuration": dict(metadata.configuration)}
+    info = {"timestamp": now, "operation": "ADD COLUMNS" if at == len(fields) else "CHANGE COLUMN",
+            "operationParameters": {"columns": orjson.dumps([column]).decode()}, "engineInfo": ENGINE,
+            COMMIT_ID: commit_id}
+    return b"\n".join(orjson.dumps(line) for line in [{"commitInfo": info}, {"metaData": meta}])

@@ -1,0 +1,29 @@
+"""What unmodified Kafka clients (kafka-python, confluent-kafka, aiokafka) see on producing to an unknown
+topic: UNKNOWN_TOPIC_OR_PARTITION within a short client timeout, and nothing is created (lakelog has no
+auto-creation). Each client's way of reporting the error is in tests/kafka/client_errors.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.http import conftest as http_fixtures
+from tests.kafka import client_errors
+from tests.patience import STUCK_S
+
+start_server = http_fixtures.start_server  # the fixture: a real server, HTTP and Kafka listeners on loopback
+client = client_errors.client  # the fixture: each test runs once per client
+
+# ---- unknown topic -----------------------------------------------------------------------------------
+
+
+def test_produce_to_unknown_topic_fails_and_creates_nothing(start_server, client) -> None:
+    server = start_server()
+    topic = f"missing-{client.name}"
+    started = time.monotonic()
+    client.check(client.unknown_topic(server.bootstrap, topic), "UNKNOWN_TOPIC_OR_PARTITION")
+    assert time.monotonic() - started < 10
+    assert httpx.get(f"{server.url}/v1/topics/{topic}", timeout=STUCK_S).status_code == 404  # no auto-creation
+    assert httpx.get(f"{server.url}/v1/topics", timeout=STUCK_S).json()["topics"] == []

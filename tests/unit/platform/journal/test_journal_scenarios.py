@@ -1,0 +1,107 @@
+"""The journal model's failure cases spelled out step by step (test_journal_protocol.py explores them at
+random): a zombie leader fenced, a crash between journal and table commit, and what goes wrong without
+the fence or with a deleted seal."""
+
+from __future__ import annotations
+
+from lakelog.platform.journal import protocol as pr
+from lakelog.platform.journal import takeover as tk
+from lakelog.platform.journal.invariants import problems, replay_is_idempotent
+from lakelog.platform.journal.protocol import Fence, Tombstone, Variant, World
+
+
+def led_by_first(variant: Variant = Variant()) -> tuple[World, pr.Proc, pr.Proc]:
+    world = World(("t",), 1, variant)
+    first, second = pr.start(world), pr.start(world)
+    tk.begin_takeover(world, first, "t")
+    tk.complete_takeover(world, first, "t")
+    return world, first, second
+
+
+def write(world: World, proc: pr.Proc, count: int) -> tuple[pr.Gen, int]:
+    for _ in range(count):
+        assert pr.produce(world, proc, "t", 0)
+    assert pr.flush(world, proc)
+    return max(key for key in proc.pending if key[0] == proc.gen)
+
+
+def take_over(world: World, proc: pr.Proc) -> None:
+    assert tk.begin_takeover(world, proc, "t")
+    assert tk.complete_takeover(world, proc, "t")
+
+
+def test_a_zombie_leaders_put_after_the_fence_fails_and_it_acknowledges_nothing_more() -> None:
+    world, zombie, taker = led_by_first()
+    assert pr.land(world, zombie, write(world, zombie, 2)) and pr.ack(world, zombie)
+    pr.pause(zombie)
+    in_flight = write_paused(world, zombie)
+    take_over(world, taker)
+    assert world.slots[zombie.gen][1] == Fence(taker.pid)  # the slot after the highest one listed
+    pr.resume(zombie)
+    assert pr.land(world, zombie, in_flight) and zombie.fenced and not pr.ack(world, zombie)
+    assert world.tables[("t", 0)] == [0, 1]  # what it acknowledged, replayed at its offsets
+    assert pr.land(world, taker, write(world, taker, 1)) and pr.ack(world, taker)
+    assert world.acked[("t", 0, 2)] == 3 and problems(world) == []  # the taker goes on at offset 2
+
+
+def write_paused(world: World, proc: pr.Proc) -> tuple[pr.Gen, int]:
+    """A flush whose put was sent just before the process was paused."""
+    proc.paused = False
+    key = write(world, proc, 1)
+    proc.paused = True
+    return key
+
+
+def test_records_acknowledged_but_not_in_the_table_survive_the_leaders_crash() -> None:
+    world, leader, taker = led_by_first()
+    assert pr.land(world, leader, write(world, leader, 3)) and pr.ack(world, leader)
+    assert pr.table_commit(world, leader, "t") and world.tables[("t", 0)] == [0, 1, 2]
+    assert pr.land(world, leader, write(world, leader, 2)) and pr.ack(world, leader)
+    pr.crash(world, leader)  # between the journal write and the table commit
+    assert replay_is_idempotent(world, "t") == []
+    take_over(world, taker)
+    assert world.tables[("t", 0)] == [0, 1, 2, 3, 4] and problems(world) == []
+    assert world.epochs["t"][2].starts == (5,)
+
+
+def test_committed_objects_go_and_the_last_one_stays_as_a_tombstone() -> None:
+    world, leader, _ = led_by_first()
+    for _ in range(2):
+        assert pr.land(world, leader, write(world, leader, 1)) and pr.ack(world, leader)
+    assert pr.table_commit(world, leader, "t") and pr.delete_journal(world, leader)
+    assert world.slots[leader.gen] == {1: Tombstone()}
+
+
+def test_without_the_fence_a_zombie_and_its_successor_acknowledge_one_offset() -> None:
+    world, zombie, taker = led_by_first(Variant(fence=False))
+    pr.pause(zombie)
+    in_flight = write_paused(world, zombie)
+    take_over(world, taker)
+    assert pr.land(world, taker, write(world, taker, 1)) and pr.ack(world, taker)
+    pr.resume(zombie)
+    assert pr.land(world, zombie, in_flight) and pr.ack(world, zombie)  # nothing stopped it
+    assert any("offset reused" in problem for problem in problems(world))
+
+
+def test_a_deleted_fence_lets_a_zombies_late_put_through() -> None:
+    world, zombie, taker = led_by_first(Variant(keep_seal=False))
+    assert pr.land(world, zombie, write(world, zombie, 1)) and pr.ack(world, zombie)
+    pr.pause(zombie)
+    in_flight = write_paused(world, zombie)
+    take_over(world, taker)
+    assert tk.sweep(world, taker, zombie.gen) and world.slots[zombie.gen] == {}  # committed, fence too
+    pr.resume(zombie)
+    assert pr.land(world, zombie, in_flight) and pr.ack(world, zombie)
+    assert any("at or above a fence" in problem for problem in problems(world))
+
+
+def test_a_journal_object_never_written_leaves_its_slot_to_the_fence() -> None:
+    world, leader, taker = led_by_first()
+    assert pr.land(world, leader, write(world, leader, 1)) and pr.ack(world, leader)
+    write(world, leader, 1)  # its put is sent, and the process dies before any answer
+    pr.crash(world, leader)
+    take_over(world, taker)
+    assert world.slots[leader.gen][1] == Fence(taker.pid)
+    assert pr.land_orphan(world, 0) and world.slots[leader.gen][1] == Fence(taker.pid)  # the late put lost
+    assert pr.land(world, taker, write(world, taker, 1)) and pr.ack(world, taker)
+    assert world.tables[("t", 0)] == [0] and world.acked[("t", 0, 1)] == 2 and problems(world) == []
