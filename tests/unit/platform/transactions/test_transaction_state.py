@@ -79,6 +79,7 @@ class Coordinator(RuleBasedStateMachine):
         if self.txn is not None and self.txn.state.preparing:
             self.now += 1
             self._store(txns.complete(self.txn, self.now))
+            self.decided = None  # that decision is done: the next transaction decides its own
 
     # ---- rules --------------------------------------------------------------
 
@@ -184,7 +185,6 @@ class Coordinator(RuleBasedStateMachine):
     def complete(self) -> None:
         if self.txn is not None and self.txn.state.preparing:
             self._complete_if_prepared()
-            self.decided = None
 
     @rule(ms=st.integers(0, 70_000))
     def time_passes(self, ms: int) -> None:
