@@ -154,10 +154,27 @@ class Membership:
             renewed = self._clock()
             if not lapsed:
                 self._renewed_at = renewed
+            old = self._view
             view = self._publish(lapsed)
+            if view is not old:
+                self._renew_after_listeners()
             # After a lapse, requests stay refused (`view()`) until the listeners dropped the stale state.
             self._renewed_at = renewed
             return view
+
+    def _renew_after_listeners(self) -> None:
+        """Renew once more after listeners ran (under the round lock), publishing the view they acted on: their
+        time (a group takeover reads the offsets table) must not count as a gap between renewals, or a slow
+        store made every round after a lapse look like a lapse again and the node never came back."""
+        try:
+            self.storage.write_bytes(self._object(self.local.node_id),
+                                     self.local.to_json([n.node_id for n in self._view.nodes]))
+            own = self.storage.list_modified(self.folder).get(self._name(self.local.node_id))
+        except STORAGE_ERRORS as exc:
+            log.warning("heartbeat of %s after a view change failed: %s", self.local.node_id, exc)
+            return
+        if own is not None:
+            self._modified[self.local.node_id] = own
 
     def released(self, keys: set[str]) -> bool:
         """Whether no other live node owns any of `keys` in the view its heartbeat object published last.
