@@ -106,12 +106,12 @@ class ProducerStateManager:
             for seen in state.recent if state else ():
                 if (seen.epoch, seen.first_sequence, seen.count) == (batch.producer_epoch, batch.base_sequence, count):
                     if batch.keyed and seen.content_digest != batch.content_digest:
-                        raise _key_reused()
+                        raise key_reused()
                     return ProduceResult(seen.result.partitions, seen.result.offsets, seen.result.timestamps_ms, True)
         found = self._from_log(batch, count)
         if found is None:
             if batch.keyed:
-                raise _key_reused()
+                raise key_reused()
             raise DuplicateSequence(
                 f"producer {batch.producer_id} sequence {batch.base_sequence} was already written and is no "
                 f"longer in the recent batches"
@@ -130,7 +130,7 @@ class ProducerStateManager:
         if rows.num_rows != count:
             return None
         if batch.keyed and content_digest(rows) != batch.content_digest:
-            raise _key_reused()
+            raise key_reused()
         return ProduceResult(
             rows.column("partition").to_numpy(),
             rows.column("offset").to_numpy(),
@@ -167,6 +167,6 @@ class ProducerStateManager:
                 self._history.pop(producer_id, None)
 
 
-def _key_reused() -> IdempotencyKeyReused:
+def key_reused() -> IdempotencyKeyReused:
     return IdempotencyKeyReused("this Idempotency-Key was used before with different content (other records "
                                 "or another count); use a new key for new records")

@@ -28,7 +28,7 @@ from lakelog.platform.errors import (
 )
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.log import Appended, TopicLog
-from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.producer_state import ProducerStateManager, key_reused
 from lakelog.platform.records import (
     ProduceResult,
     ProducerBatch,
@@ -170,6 +170,21 @@ class TopicWriter:
             start = end
         self.notify_committed()
 
+    def admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
+        """The calls of a flush that go on (the node journal's flush admits its calls of this topic here)."""
+        self.producers.forget_changed(self.log.take_changed_producers())
+        return self._admit(batch)
+
+    def record_producers(self, accepted: list[PendingProduce], results: list[ProduceResult]) -> None:
+        """Producer state after the calls' records became durable (a failure only makes a retry look further)."""
+        for pending, result in zip(accepted, results):
+            if pending.producer is not None:
+                try:
+                    self.producers.record(pending.producer, pending.rows, result)
+                except Exception:
+                    log.exception("producer state of %s not recorded", self.log.name)
+                    self.producers.forget(pending.producer.producer_id)
+
     def _admit(self, batch: list[PendingProduce], refreshed: bool = False) -> list[PendingProduce]:
         """Drop expired calls, answer retried idempotent batches, fence stale producers.
 
@@ -178,6 +193,7 @@ class TopicWriter:
         is judged again, those accepted before included, since the refresh may show their batches too."""
         accepted: list[PendingProduce] = []
         in_flush: dict[int, tuple[int, int]] = {}
+        batches: dict[tuple[int, int, int, int], PendingProduce] = {}  # the producer batches accepted so far
         now = time.monotonic()
         for pending in batch:
             if pending.future.done():
@@ -190,6 +206,10 @@ class TopicWriter:
                 accepted.append(pending)
                 continue
             count = pending.rows
+            batch_key = (producer.producer_id, producer.producer_epoch, producer.base_sequence, count)
+            if batch_key in batches:  # a retry that caught up with its original (another node forwarded it)
+                _follow(pending, batches[batch_key])
+                continue
             try:
                 original = self.producers.check(producer, count, in_flush)
             except (OutOfOrderSequence, InvalidProducerEpoch) as exc:
@@ -205,6 +225,7 @@ class TopicWriter:
                 succeed(pending.future, original)
                 continue
             in_flush[producer.producer_id] = (producer.producer_epoch, producer.base_sequence + count)
+            batches[batch_key] = pending
             accepted.append(pending)
         return accepted
 
@@ -214,6 +235,22 @@ class TopicWriter:
         except STORAGE_ERRORS:
             log.warning("log of %s not refreshed; producer state judged on what this node knows", self.log.name)
         self.producers.forget_changed(self.log.take_changed_producers())
+
+
+def _follow(retry: PendingProduce, original: PendingProduce) -> None:
+    """Answer an idempotent retry queued in the same flush as its original with the original's answer,
+    once it has one: the batch is written once, and neither caller sees DUPLICATE_SEQUENCE_NUMBER."""
+    if retry.producer.keyed and retry.producer.content_digest != original.producer.content_digest:  # type: ignore[union-attr]
+        fail(retry.future, key_reused())
+        return
+
+    def copy(done: Future) -> None:
+        if done.exception() is not None:
+            fail(retry.future, done.exception())  # type: ignore[arg-type]
+        else:
+            succeed(retry.future, replace(done.result(), duplicate=True))
+
+    original.future.add_done_callback(copy)
 
 
 def checked(calls: list[PendingProduce]) -> list[PendingProduce]:

@@ -125,6 +125,23 @@ def test_a_retried_batch_gets_the_original_answer_without_a_commit(writer: Topic
     assert len(fake.appends) == 1
 
 
+def test_a_retry_queued_in_the_same_flush_as_its_original_gets_the_original_answer(writer: TopicWriter,
+                                                                                   fake: FakeLog) -> None:
+    # A client that timed out retries through another node, which forwards to the leader while the
+    # original still waits there: both reach one flush.
+    fake.release.clear()
+    writer.submit(pending(b"x"))  # holds the flush thread, so the next calls queue up together
+    time.sleep(0.1)
+    batch = ProducerBatch(1, 0, 0)
+    original = writer.submit(pending(b"a", b"b", producer=batch))
+    retry = writer.submit(pending(b"a", b"b", producer=batch))
+    fake.release.set()
+    first, again = original.result(5), retry.result(5)
+    assert not first.duplicate and again.duplicate
+    assert again.offsets.tolist() == first.offsets.tolist() == [1, 2]
+    assert sum(t.num_rows for t in fake.appends) == 3  # "x", then "a" and "b" once
+
+
 def test_an_append_error_fails_every_caller_of_the_flush(writer: TopicWriter, fake: FakeLog) -> None:
     fake.fail = StorageUnavailable("down")
     futures = [writer.submit(pending(b"a")), writer.submit(pending(b"b"))]
