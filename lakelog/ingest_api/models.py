@@ -154,6 +154,10 @@ class FetchedRecord(Strict):
                           "string (format json, but not JSON)")
     value_encoding: Literal["base64", "string"] | None = Field(
         None, description="As key_encoding, for the value")
+    value_typed: dict[str, Any] | None = Field(None, description=(
+        "Asked with value_typed=true (typed topics): the value's fields decoded with its registered schema, "
+        "as the table's `value_typed` column has them; bytes base64, timestamps ISO 8601 UTC, decimals strings; "
+        "null when the value does not decode"))
 
 
 class FetchResponse(Strict):

@@ -1,7 +1,7 @@
 """The web console at /ui in a real headless browser (Debian's chromium and chromedriver) against a real server
 with authentication on: topics with their offsets, a topic's partitions and records, a group's members and lag,
 plots that start with the server's history, the jobs' last runs and the nodes, what a principal without rights
-cannot see, and the API key entered in the page."""
+cannot see, the API key entered in the page; a typed topic's records by field."""
 
 from __future__ import annotations
 
@@ -210,3 +210,56 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     assert len(nodes) == 1 and nodes[0][1] == server.url and nodes[0][3] == "live (this node)"
     assert "orders" in nodes[0][4]
     assert rows(driver, "sites") == [["no replica sites configured (one root)"]]
+
+
+SHIPMENT = {"type": "record", "name": "Shipment", "fields": [
+    {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
+    {"name": "to", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "note", "type": ["null", "string"], "default": None}]}
+
+
+def column_names(driver: object, element_id: str) -> list[str]:
+    table = driver.find_element("id", element_id)  # type: ignore[attr-defined]
+    return [cell.text for cell in table.find_elements("css selector", "thead th")]
+
+
+def test_console_shows_a_typed_topics_records_by_field(
+        start_server: Callable[..., ThreadServer], browser: object) -> None:
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=STUCK_S) as c:
+        # a record from before the topic was typed (its value does not decode), then records of the schema
+        assert c.post("/v1/topics", json={"name": "shipments"}).status_code == 201
+        assert c.post("/v1/topics/shipments/records", json={"records": [
+            {"key": "old", "value": "a plain value"}]}).status_code == 200
+        registered = c.post("/subjects/shipments-value/versions", json={"schema": json.dumps(SHIPMENT)})
+        assert registered.status_code == 200, registered.text
+        typed = c.patch("/v1/topics/shipments/config", json={"config": {"confluent.value.schema.validation": True}})
+        assert typed.status_code == 200, typed.text
+        written = c.post("/v1/topics/shipments/records", json={"value_format": "json", "records": [
+            {"key": "k1", "value": {"id": 1, "item": "pen <b>", "to": {"city": "Lyon"}, "tags": ["a", "b"],
+                                    "note": None}},
+            {"key": "k2", "value": {"id": 2, "item": "ink", "to": {"city": "Oslo"}, "tags": [], "note": "blue"}}]})
+        assert written.status_code == 200, written.text
+    driver = browser
+    driver.get(server.url + "/ui/#/topics/shipments")  # type: ignore[attr-defined]
+    records = wait_for(driver, lambda: len(rows(driver, "records")) == 3 and rows(driver, "records"),
+                       "the records of shipments")
+    table = driver.find_element("id", "records")  # type: ignore[attr-defined]
+    assert table.get_attribute("data-view") == "fields"
+    assert column_names(driver, "records") == [
+        "OFFSET", "TIMESTAMP", "KEY", "id", "item", "to", "tags", "note", "VALUE (NOT DECODED)", "HEADERS"]
+    assert [[r[0], *r[2:]] for r in records] == [  # type: ignore[union-attr]
+        ["0", "old", "", "", "", "", "", "a plain value", ""],
+        ["1", "k1", "1", "pen <b>", '{"city":"Lyon"}', '["a","b"]', "null", "", ""],
+        ["2", "k2", "2", "ink", '{"city":"Oslo"}', "[]", "blue", "", ""]]
+    assert text_of(driver, "status") == ""
+
+    # an untyped topic keeps the key and value view
+    with httpx.Client(base_url=server.url, timeout=STUCK_S) as c:
+        assert c.post("/v1/topics", json={"name": "plain"}).status_code == 201
+        assert c.post("/v1/topics/plain/records", json={"records": [{"value": "v"}]}).status_code == 200
+    driver.get(server.url + "/ui/#/topics/plain")  # type: ignore[attr-defined]
+    wait_for(driver, lambda: [r[3] for r in rows(driver, "records")] == ["v"], "the records of plain")
+    assert column_names(driver, "records") == ["OFFSET", "TIMESTAMP", "KEY", "VALUE", "HEADERS"]
+    assert driver.find_element("id", "records").get_attribute("data-view") is None  # type: ignore[attr-defined]

@@ -1,17 +1,22 @@
 """Typed topics over HTTP: records serialized by confluent-kafka's JSONSerializer and AvroSerializer (against
 lakelog's registry) produced as bytes, embedded JSON (`value_format=json`) converted with the subject's
-latest schema, bad records refused with a per-record error list (nothing written) or dead-lettered."""
+latest schema, bad records refused with a per-record error list (nothing written) or dead-lettered; fetch
+with `value_typed=true` answers the records' fields."""
 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 
+import pyarrow as pa
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from deltalake import DeltaTable
+
+from lakelog.ingest_api.models import FetchResponse
 
 from tests.http.conftest import create_topic, end_offsets, fetch_all, start_server  # noqa: F401  (the fixture)
 from tests.log_check import assert_topic_intact
@@ -106,3 +111,53 @@ def test_avro_embedded_json_and_dead_letters(start_server) -> None:  # noqa: F81
     assert len(stored_values(server.root, "orders")) == 3
     assert_topic_intact(server.root, "orders")
     assert_topic_intact(server.root, "orders-dlq")
+
+
+SHIPMENT = {"type": "record", "name": "Shipment", "fields": [
+    {"name": "id", "type": "long"}, {"name": "label", "type": "bytes"},
+    {"name": "sent", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "to", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}},
+    {"name": "sizes", "type": {"type": "map", "values": "int"}},
+    {"name": "note", "type": ["null", "string"], "default": None}]}
+
+
+def test_fetch_answers_the_fields_of_a_typed_topic(start_server) -> None:  # noqa: F811
+    server = start_server()
+    registry = SchemaRegistryClient({"url": server.url})
+    context = SerializationContext("shipments", MessageField.VALUE)
+    serialize = AvroSerializer(registry, json.dumps(SHIPMENT))
+    sent = datetime.datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=datetime.timezone.utc)
+    value = serialize({"id": 7, "label": b"\x00\xfe", "sent": sent, "to": {"city": "Lyon"}, "sizes": {"s": 1},
+                       "note": None}, context)
+    with server.client() as http:
+        create_topic(http, "shipments", **{"confluent.value.schema.validation": True})
+        create_topic(http, "untyped")
+        second = serialize({"id": 8, "label": b"", "sent": 0, "to": {"city": "Oslo"}, "sizes": {}, "note": "fragile"},
+                           context)
+        answer = http.post("/v1/topics/shipments/records", json={"value_format": "base64", "records": [
+            {"key": "k", "value": b64(value)}, {"value": b64(second)}]})
+        assert answer.status_code == 200, answer.text
+
+        answer = http.get("/v1/topics/shipments/partitions/0/records",
+                          params={"offset": 0, "value_typed": "true", "value_format": "base64"})
+        assert answer.status_code == 200, answer.text
+        FetchResponse.model_validate(answer.json())  # the documented model holds the answer
+        records = answer.json()["records"]
+        assert [r["value_typed"] for r in records] == [
+            {"id": 7, "label": "AP4=", "sent": "2026-03-04T05:06:07.890000Z", "to": {"city": "Lyon"},
+             "sizes": {"s": 1}, "note": None},
+            {"id": 8, "label": "", "sent": "1970-01-01T00:00:00.000000Z", "to": {"city": "Oslo"}, "sizes": {},
+             "note": "fragile"}]
+        assert base64.b64decode(records[0]["value"]) == value  # the bytes are answered as ever
+        assert "value_typed" not in fetch_all(http, "shipments", 0)[0]  # only when asked
+
+        arrow = http.get("/v1/topics/shipments/partitions/0/records",
+                         params={"offset": 0, "format": "arrow", "value_typed": "true"})
+        assert arrow.status_code == 200, arrow.text
+        table = pa.ipc.open_stream(arrow.content).read_all()
+        assert table.column("value_typed").to_pylist()[1]["to"] == {"city": "Oslo"}
+        stored = DeltaTable(f"{server.root}/topics/shipments").to_pyarrow_table(columns=["offset", "value_typed"])
+        assert table.column("value_typed").to_pylist() == stored.sort_by("offset").column("value_typed").to_pylist()
+
+        refused = http.get("/v1/topics/untyped/partitions/0/records", params={"offset": 0, "value_typed": "true"})
+        assert refused.status_code == 422 and "not typed" in refused.json()["message"], refused.text

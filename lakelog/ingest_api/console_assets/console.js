@@ -54,7 +54,7 @@ function el(tag, attrs, ...children) {
 
 function table(id, columns, rows, empty) {
   // columns: [label, {num: true}?]; rows: arrays of cells (text or nodes)
-  const head = el("tr", {}, columns.map(([label, opts]) => el("th", { class: opts && opts.num ? "num" : null }, label)));
+  const head = el("tr", {}, columns.map(([label, opts]) => el("th", { class: opts && (opts.num ? "num" : opts.th) }, label)));
   const body = rows.length
     ? rows.map((cells) => el("tr", {}, cells.map((cell, i) => {
         const opts = columns[i][1] || {};
@@ -226,14 +226,9 @@ async function topicPage(name) {
     const asked = document.getElementById("browse-offset").value;
     const offset = asked === "" ? Math.max(info.log_start_offset, info.log_end_offset - max) : Number(asked);
     const answer = await api(`/v1/topics/${enc(name)}/partitions/${partition}/records?offset=${offset}`
-                             + `&max_records=${max}&timeout_ms=0&value_format=${format}`);
-    replace("records", table("records",
-      [["Offset", { num: true }], ["Timestamp"], ["Key", { cls: "value" }], ["Value", { cls: "value" }],
-       ["Headers", { cls: "value" }]],
-      answer.records.map((r) => [r.offset, formatTime(r.timestamp), encoded(r.key, r.key_encoding),
-                                 encoded(r.value, r.value_encoding),
-                                 r.headers.map((h) => `${h.key}=${h.value === null ? "null" : h.value}`).join(", ")]),
-      `no records in partition ${partition} from offset ${offset}`));
+                             + `&max_records=${max}&timeout_ms=0` + recordsQuery(isTyped(described), format));
+    // records.js: a typed topic's records by field, any other's as key and value
+    replace("records", recordsTable(answer, `no records in partition ${partition} from offset ${offset}`));
   }
 
   browser.addEventListener("submit", (e) => { e.preventDefault(); browse().then(clearError, showError); });

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import Future
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Annotated, Literal, Mapping
 
 import orjson
+import pyarrow as pa
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
@@ -17,8 +18,9 @@ from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.platform import typed_produce
+from lakelog.platform import typed_fetch, typed_produce
 from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
+from lakelog.platform.typed_column import TYPED_COLUMN
 from lakelog.schemas import TOPIC_SCHEMA
 
 router = APIRouter(prefix="/v1/topics", tags=["records"])
@@ -198,17 +200,27 @@ async def fetch(
     isolation_level: Annotated[Literal["read_committed", "read_uncommitted"], Query(
         alias="isolation.level", description="Kafka's: both read the same records, committed ones (open "
                                              "transactions' records are not in the table)")] = "read_committed",
+    value_typed: Annotated[bool, Query(description=(
+        "Typed topics (confluent.value.schema.validation=true): each record also carries `value_typed`, its "
+        "value's fields decoded with the registered schema (bytes base64, timestamps ISO 8601 UTC, decimals "
+        "strings; null when the value does not decode); format=arrow adds the `value_typed` struct column. "
+        "422 on a topic that is not typed"))] = False,
 ) -> Response:
     started = time.perf_counter()
     services.authorizer.check(principal, "read", "topic", topic)
+    if value_typed:  # refused before any long poll
+        await blocking(lambda: typed_fetch.require_typed(services.broker.topic_log(topic)))
     wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
     result: FetchResult = await blocking(services.broker.fetch, topic, partition, offset, max_records, max_bytes, wait,
                                          min_bytes=min_bytes)
+    typed = None
+    if value_typed:
+        typed = await blocking(lambda: typed_fetch.typed_values(services.broker.topic_log(topic), result.records))
     record_fetch(services, [result], "fetch", started)
     extra = {"high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
              "log_start_offset": result.log_start_offset,
              "next_offset": result.next_offset if result.next_offset is not None else offset}
-    return records_response([result], key_format, value_format, format, extra)
+    return records_response([result], key_format, value_format, format, extra, typed)
 
 
 def record_fetch(services: Services, results: list[FetchResult], kind: str, started: float) -> None:
@@ -221,11 +233,21 @@ def record_fetch(services: Services, results: list[FetchResult], kind: str, star
 
 
 def records_response(results: list[FetchResult], key_format: str, value_format: str, fmt: str,
-                     extra: dict[str, object]) -> Response:
+                     extra: dict[str, object], typed: pa.StructArray | None = None) -> Response:
+    """`typed`: one partition's fetch asked with value_typed, its records' fields."""
     if fmt == "arrow":
         headers = {f"X-Lakelog-{k.replace('_', '-').title()}": str(v) for k, v in extra.items() if v is not None}
+        if typed is not None:
+            (result,) = results
+            table = result.records.append_column(pa.field(TYPED_COLUMN, typed.type), typed)
+            return Response(codec.arrow_stream([replace(result, records=table)], table.schema),
+                            media_type=codec.ARROW_STREAM, headers=headers)
         return Response(codec.arrow_stream(results, TOPIC_SCHEMA), media_type=codec.ARROW_STREAM, headers=headers)
-    return json_response({"records": codec.render_records(results, key_format, value_format), **extra})
+    records = codec.render_records(results, key_format, value_format)
+    if typed is not None:
+        for record, fields in zip(records, typed_fetch.json_rows(typed)):
+            record[TYPED_COLUMN] = fields
+    return json_response({"records": records, **extra})
 
 
 @router.get("/{topic}/partitions/{partition}/offsets", response_model=OffsetAnswer,
