@@ -7,7 +7,7 @@ decoded with the schema its id names (schemas by id never change: their decoders
 Arrow type `schema_registry/arrow_types.py` maps it to; the column's type is the table's type merged with
 the types of the flush's schemas, so a compatible evolution (new optional fields) adds nullable fields to
 the table's schema (log/table_schema.py commits that). A value that does not decode, of an unknown or
-unmappable (Protobuf) schema, or whose schema's type conflicts with the table's, is null in the column:
+unmappable schema (a recursive one), or whose schema's type conflicts with the table's, is null in the column:
 the column is a view, and never costs a record. Kafka and HTTP consumers read `value`, byte for byte.
 """
 
@@ -94,5 +94,4 @@ class TypedColumn:
 
 def _reference_texts(state: State, schema_id: int) -> dict[str, str]:
     """The texts of the schemas a schema refers to, by reference name (as the registry parses them)."""
-    return {name: state.schemas[state.version(subject, version, deleted=True).id].schema
-            for name, subject, version in state.schemas[schema_id].references}
+    return state.reference_texts(state.schemas[schema_id].references)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 
@@ -10,6 +11,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2
 
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.storage import Storage
@@ -144,3 +146,38 @@ def test_two_registries_on_one_root_give_different_ids(tmp_path):
     for node in nodes:
         for subject, schema_id in ids.items():
             assert node.version(subject, "latest")["id"] == schema_id
+
+
+def test_protobuf_text_references_and_the_serialized_format(start_server):
+    """.proto text over REST: an import registered under a subject holding "/" (as Protobuf serializers name
+    references), compatibility by Confluent's Protobuf rules, and `format=serialized` for Protobuf deserializers."""
+    server = start_server()
+    money = 'syntax = "proto3"; package common; message Money { string currency = 1; int64 units = 2; }'
+    order = ('syntax = "proto3"; package shop; import "common/money.proto"; '
+             "message Order { int64 id = 1; common.Money price = 2; }")
+    ref = [{"name": "common/money.proto", "subject": "common/money.proto", "version": 1}]
+    with server.client() as http:
+        assert http.post("/subjects/common%2Fmoney.proto/versions",
+                         json={"schema": money, "schemaType": "PROTOBUF"}).status_code == 200
+        assert http.get("/subjects/common%2Fmoney.proto/versions").json() == [1]
+        answer = http.post("/subjects/orders-value/versions",
+                           json={"schema": order, "schemaType": "PROTOBUF", "references": ref})
+        assert answer.status_code == 200, answer.text
+        schema_id = answer.json()["id"]
+        assert http.get(f"/schemas/ids/{schema_id}").json()["schema"] == order  # as registered
+        for path in (f"/schemas/ids/{schema_id}", "/subjects/orders-value/versions/1"):
+            served = http.get(path, params={"format": "serialized"}).json()["schema"]
+            proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served))
+            assert proto.package == "shop" and [m.name for m in proto.message_type] == ["Order"]
+        renamed = order.replace("int64 id = 1;", "int64 order_id = 1; string note = 3;")
+        check = http.post("/compatibility/subjects/orders-value/versions/latest?verbose=true",
+                          json={"schema": renamed, "schemaType": "PROTOBUF", "references": ref})
+        assert check.json()["is_compatible"] is True, check.text
+        broken = order.replace("common.Money price = 2;", "string price = 2;")
+        refused = http.post("/subjects/orders-value/versions",
+                            json={"schema": broken, "schemaType": "PROTOBUF", "references": ref})
+        assert refused.status_code == 409 and "FIELD_KIND_CHANGED" in refused.json()["message"]
+        invalid = http.post("/subjects/bad-value/versions", json={"schema": "syntax = \"proto3\"; message {",
+                                                                 "schemaType": "PROTOBUF"})
+        assert invalid.status_code == 422 and "protoc" in invalid.json()["message"]
+        assert http.delete("/subjects/common%2Fmoney.proto/versions/1").status_code == 422  # still referenced

@@ -55,9 +55,13 @@ async def schema_types(services: Svc, principal: Principal) -> Response:
 
 
 @router.get("/schemas/ids/{schema_id}")
-async def schema_by_id(schema_id: int, services: Svc, principal: Principal, subject: str | None = None) -> Response:
+async def schema_by_id(schema_id: int, services: Svc, principal: Principal, subject: str | None = None,
+                       format: str | None = None) -> Response:  # noqa: A002 (Confluent's name)
     stored = await blocking(services.schema_registry().schema, schema_id)
-    return answer(schema_fields(stored))
+    fields = schema_fields(stored)
+    if format:
+        fields["schema"] = await blocking(services.schema_registry().schema_text, schema_id, format)
+    return answer(fields)
 
 
 @router.get("/schemas/ids/{schema_id}/schema")
@@ -88,7 +92,7 @@ async def list_subjects(services: Svc, principal: Principal, deleted: str | None
     return answer([s for s in subjects if allowed(principal, "describe", "subject", s)])
 
 
-@router.post("/subjects/{subject}/versions")
+@router.post("/subjects/{subject:path}/versions")
 async def register(subject: str, request: Request, services: Svc, principal: Principal) -> Response:
     check(services, principal, "write", subject)
     body = await json_body(request)
@@ -96,7 +100,7 @@ async def register(subject: str, request: Request, services: Svc, principal: Pri
     return answer({"id": schema_id})
 
 
-@router.post("/subjects/{subject}")
+@router.post("/subjects/{subject:path}")
 async def lookup(subject: str, request: Request, services: Svc, principal: Principal,
                  deleted: str | None = None) -> Response:
     check(services, principal, "describe", subject)
@@ -105,37 +109,41 @@ async def lookup(subject: str, request: Request, services: Svc, principal: Princ
     return answer(found)
 
 
-@router.get("/subjects/{subject}/versions")
+@router.get("/subjects/{subject:path}/versions")
 async def list_versions(subject: str, services: Svc, principal: Principal, deleted: str | None = None) -> Response:
     check(services, principal, "describe", subject)
     return answer(await blocking(services.schema_registry().versions, subject, flag(deleted)))
 
 
-@router.get("/subjects/{subject}/versions/{version}")
+@router.get("/subjects/{subject:path}/versions/{version}")
 async def get_version(subject: str, version: str, services: Svc, principal: Principal,
-                      deleted: str | None = None) -> Response:
+                      deleted: str | None = None, format: str | None = None) -> Response:  # noqa: A002
     check(services, principal, "describe", subject)
-    return answer(await blocking(services.schema_registry().version, subject, version, flag(deleted)))
+    found = await blocking(services.schema_registry().version, subject, version, flag(deleted))
+    if format:
+        found["schema"] = await blocking(services.schema_registry().schema_text, found["id"], format)
+    return answer(found)
 
 
-@router.get("/subjects/{subject}/versions/{version}/schema")
+@router.get("/subjects/{subject:path}/versions/{version}/schema")
 async def get_version_schema(subject: str, version: str, services: Svc, principal: Principal) -> Response:
     check(services, principal, "describe", subject)
     found = await blocking(services.schema_registry().version, subject, version)
     return Response(found["schema"].encode(), media_type=REGISTRY_MEDIA_TYPE)
 
 
-@router.delete("/subjects/{subject}")
-async def delete_subject(subject: str, services: Svc, principal: Principal, permanent: str | None = None) -> Response:
-    check(services, principal, "delete", subject)
-    return answer(await blocking(services.schema_registry().delete_subject, subject, flag(permanent)))
-
-
-@router.delete("/subjects/{subject}/versions/{version}")
+# `{subject:path}`: a subject may hold "/" (Protobuf references are named by file); this route before the next
+@router.delete("/subjects/{subject:path}/versions/{version}")
 async def delete_version(subject: str, version: str, services: Svc, principal: Principal,
                          permanent: str | None = None) -> Response:
     check(services, principal, "delete", subject)
     return answer(await blocking(services.schema_registry().delete_version, subject, version, flag(permanent)))
+
+
+@router.delete("/subjects/{subject:path}")
+async def delete_subject(subject: str, services: Svc, principal: Principal, permanent: str | None = None) -> Response:
+    check(services, principal, "delete", subject)
+    return answer(await blocking(services.schema_registry().delete_subject, subject, flag(permanent)))
 
 
 async def _compatibility(subject: str, version: str | None, request: Request, services: Services,
@@ -147,13 +155,13 @@ async def _compatibility(subject: str, version: str | None, request: Request, se
     return answer({"is_compatible": not messages, **({"messages": messages} if flag(verbose) else {})})
 
 
-@router.post("/compatibility/subjects/{subject}/versions/{version}")
+@router.post("/compatibility/subjects/{subject:path}/versions/{version}")
 async def compatibility_with(subject: str, version: str, request: Request, services: Svc, principal: Principal,
                              verbose: str | None = None) -> Response:
     return await _compatibility(subject, version, request, services, principal, verbose)
 
 
-@router.post("/compatibility/subjects/{subject}/versions")
+@router.post("/compatibility/subjects/{subject:path}/versions")
 async def compatibility_with_all(subject: str, request: Request, services: Svc, principal: Principal,
                                  verbose: str | None = None) -> Response:
     return await _compatibility(subject, None, request, services, principal, verbose)
@@ -171,7 +179,7 @@ async def put_config(request: Request, services: Svc, principal: Principal) -> R
     return answer({"compatibility": await blocking(services.schema_registry().set_level, body.get("compatibility"))})
 
 
-@router.get("/config/{subject}")
+@router.get("/config/{subject:path}")
 async def get_subject_config(subject: str, services: Svc, principal: Principal,
                              defaultToGlobal: str | None = None) -> Response:  # noqa: N803 (Confluent's name)
     check(services, principal, "describe", subject)
@@ -179,7 +187,7 @@ async def get_subject_config(subject: str, services: Svc, principal: Principal,
     return answer({"compatibilityLevel": level})
 
 
-@router.put("/config/{subject}")
+@router.put("/config/{subject:path}")
 async def put_subject_config(subject: str, request: Request, services: Svc, principal: Principal) -> Response:
     check(services, principal, "alter", subject)
     body = await json_body(request)
@@ -187,7 +195,7 @@ async def put_subject_config(subject: str, request: Request, services: Svc, prin
     return answer({"compatibility": level})
 
 
-@router.delete("/config/{subject}")
+@router.delete("/config/{subject:path}")
 async def delete_subject_config(subject: str, services: Svc, principal: Principal) -> Response:
     check(services, principal, "alter", subject)
     return answer({"compatibilityLevel": await blocking(services.schema_registry().delete_level, subject)})

@@ -13,8 +13,7 @@ JSON Schema: object with properties -> struct, integer -> long, number -> double
 -> boolean, array with items -> list; `"type": [T, "null"]` -> T; a local `$ref` is followed; anything else
 (oneOf/anyOf/allOf, several types, an object without properties, a remote $ref) -> string holding the JSON.
 
-Protobuf is not mapped (`NotMappable`): no .proto parser is available here (see compatibility.py), so a
-Protobuf topic's values stay in `value` only.
+Protobuf maps as Spark's `from_protobuf` maps it: protobuf_types.py.
 
 Every field of the Delta column is nullable (`nullable_everywhere`): a value that cannot be decoded is null,
 and files written before a field was added lack it. `merged` widens a table's type by a new schema's type

@@ -18,12 +18,13 @@ from typing import Any, Callable, Mapping, Sequence
 import fastavro
 import pyarrow as pa
 
-from lakelog.platform.schema_registry import avro_compat
+from lakelog.platform.schema_registry import avro_compat, protobuf_schema
 from lakelog.platform.schema_registry.arrow_types import (
     NotMappable, as_struct, avro_branches, avro_logical, avro_value_type, avro_widened_union, json_kind,
     json_resolved, json_value_type, nullable_everywhere,
 )
-from lakelog.platform.schema_registry.compatibility import AVRO, JSON
+from lakelog.platform.schema_registry.compatibility import AVRO, JSON, PROTOBUF
+from lakelog.platform.schema_registry.protobuf_types import message_converter, message_type
 from lakelog.platform.schema_registry.wire_format import HEADER_BYTES, schema_id_of
 
 Convert = Callable[[Any], Any]
@@ -41,7 +42,7 @@ class ValueDecoder:
 
 def decoder_of(schema_id: int, schema_type: str, text: str, references: Mapping[str, str] | None = None
                ) -> ValueDecoder:
-    """NotMappable for a schema with no Arrow type (Protobuf, a recursive Avro record)."""
+    """NotMappable for a schema with no Arrow type (a recursive Avro record or Protobuf message)."""
     if schema_type == AVRO:
         parsed = avro_compat.parse(text, references)
         kind = avro_value_type(parsed.schema, parsed.names)
@@ -65,7 +66,26 @@ def decoder_of(schema_id: int, schema_type: str, text: str, references: Mapping[
             return {"value": value} if wrap else value
 
         return ValueDecoder(schema_id, nullable_everywhere(as_struct(kind)), decode_json)
+    if schema_type == PROTOBUF:
+        return _protobuf_decoder(schema_id, protobuf_schema.parse(text, references))
     raise NotMappable(f"{schema_type} schemas are not mapped to typed columns: the values stay in `value`")
+
+
+def _protobuf_decoder(schema_id: int, schema: protobuf_schema.ProtoSchema) -> ValueDecoder:
+    """The column holds the file's first message (Confluent's default message of a schema); a value of another
+    message of the file (other message indexes) does not decode here: it is null in the column."""
+    message = schema.message([0])
+    kind = message_type(message)
+    convert = message_converter(message)
+    cls = schema.message_class([0])
+
+    def decode_protobuf(payload: bytes) -> Any:
+        indexes, used = protobuf_schema.read_indexes(payload)
+        if indexes != [0]:
+            raise ValueError(f"message indexes {indexes}: the column holds {message.full_name} (indexes [0])")
+        return convert(cls.FromString(bytes(payload[used:])))
+
+    return ValueDecoder(schema_id, nullable_everywhere(kind), decode_protobuf)
 
 
 def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], ValueDecoder | None],

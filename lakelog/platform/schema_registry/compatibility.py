@@ -3,15 +3,15 @@ in which direction, and by which format's rules.
 
 BACKWARD: the new schema reads data written with the latest version; FORWARD: the latest version reads
 data written with the new one; FULL: both. The _TRANSITIVE levels check every version, not only the latest.
-PROTOBUF schemas are stored and served but not parsed: their compatibility is not checked (no pure-Python
-.proto parser is available), so every PROTOBUF change is compatible.
+PROTOBUF schemas (serialized FileDescriptorProto in base64, or .proto text) are parsed into descriptors
+(protobuf_schema.py) and checked by Confluent's Protobuf rules (protobuf_compat.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from lakelog.platform.schema_registry import avro_compat, json_compat
+from lakelog.platform.schema_registry import avro_compat, json_compat, protobuf_compat, protobuf_schema
 from lakelog.platform.schema_registry.errors import InvalidCompatibilityLevel, InvalidSchema
 
 AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
@@ -41,7 +41,7 @@ def parse(schema_type: str, text: Any, references: Mapping[str, str] | None = No
         return avro_compat.parse(text, references)
     if schema_type == JSON:
         return json_compat.parse(text)
-    return text.strip()
+    return protobuf_schema.parse(text, references)
 
 
 def canonical(schema_type: str, text: str) -> str:
@@ -59,7 +59,7 @@ def read_problems(schema_type: str, reader: Any, writer: Any) -> list[str]:
         return avro_compat.read_problems(reader, writer)
     if schema_type == JSON:
         return json_compat.read_problems(reader, writer)
-    return []
+    return protobuf_compat.read_problems(reader, writer)
 
 
 def check(level: str, schema_type: str, new: Any, existing: Sequence[tuple[str, Any]],

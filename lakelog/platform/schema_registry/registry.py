@@ -28,6 +28,7 @@ from lakelog.platform.schema_registry.errors import (
     SchemaNotFound, SubjectConfigNotFound, SubjectNotSoftDeleted, SubjectSoftDeleted, VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
+from lakelog.platform.schema_registry.protobuf_schema import is_serialized
 from lakelog.platform.schema_registry.state import SCHEMAS_TABLE_SCHEMA, State, Stored, Version, row, state_of
 from lakelog.platform.storage import Storage
 
@@ -100,6 +101,15 @@ class SchemaRegistry:
         if stored is None:
             raise SchemaNotFound(f"Schema {schema_id} not found")
         return stored
+
+    def schema_text(self, schema_id: int, fmt: str | None = None) -> str:
+        """The schema's text; `fmt="serialized"` (Confluent's): a PROTOBUF schema registered as .proto text as the
+        base64 of its FileDescriptorProto, which confluent-kafka's Protobuf deserializer asks for."""
+        state = self.refresh()
+        stored = self.schema(schema_id)
+        if fmt == "serialized" and stored.schema_type == compatibility.PROTOBUF and not is_serialized(stored.schema):
+            return self._parsed_of(state, schema_id).serialized()
+        return stored.schema
 
     def uses_of(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
         """(subject, version) of every version holding the schema."""
@@ -215,6 +225,7 @@ class SchemaRegistry:
                                     f"{ref_version}, which is not registered") from None
             except Exception as exc:  # the referenced subject or version is unknown
                 raise InvalidSchema(f"Invalid schema: reference {name!r}: {exc}") from None
+        texts = {**state.reference_texts(refs), **texts}  # the references' own references too, first
         parsed = compatibility.parse(schema_type, schema, texts)
         return Stored(0, schema_type, compatibility.canonical(schema_type, schema), refs), parsed
 
@@ -222,7 +233,7 @@ class SchemaRegistry:
         parsed = self._parsed.get(schema_id)
         if parsed is None:
             stored = state.schemas[schema_id]
-            texts = {n: state.schemas[state.version(s, v, deleted=True).id].schema for n, s, v in stored.references}
+            texts = state.reference_texts(stored.references)
             parsed = self._parsed[schema_id] = compatibility.parse(stored.schema_type, stored.schema, texts)
         return parsed
 

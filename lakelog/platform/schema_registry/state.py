@@ -79,6 +79,22 @@ class State:
                 return v
         raise VersionNotFound(subject, version)
 
+    def reference_texts(self, references: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
+        """Reference name -> schema text of every schema `references` name, directly or through the references
+        of those, dependencies first (a Protobuf import's own imports must be known to parse it)."""
+        texts: dict[str, str] = {}
+
+        def visit(refs: tuple[tuple[str, str, int], ...], seen: tuple[int, ...]) -> None:
+            for name, subject, version in refs:
+                stored = self.schemas[self.version(subject, version, deleted=True).id]
+                if name in texts or stored.id in seen:
+                    continue
+                visit(stored.references, (*seen, stored.id))
+                texts[name] = stored.schema
+
+        visit(references, ())
+        return texts
+
     def next_id(self) -> int:
         return max(self.schemas, default=0) + 1
 

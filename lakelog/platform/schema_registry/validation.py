@@ -4,7 +4,8 @@ is each key or value in Confluent's wire format, under a schema id registered fo
 
 AVRO payloads are read with fastavro's schemaless reader (every byte must be used); JSON payloads must be
 JSON valid under the schema (the `jsonschema` library, draft 7 unless the schema names another); PROTOBUF
-payloads are checked for the schema id and subject only (no .proto parser: their bytes are not decoded).
+payloads must start with message indexes naming a message of the schema's file, and the rest must parse as
+that message (the `protobuf` runtime; unknown fields are kept, as every Protobuf reader keeps them).
 A null key or value passes: Confluent's serializers write null for null (a tombstone stays possible).
 
 Produce stays fast: the check reads the registry's cached state (no storage I/O) and re-reads the registry
@@ -27,7 +28,7 @@ import orjson
 import referencing
 import referencing.jsonschema
 
-from lakelog.platform.schema_registry import compatibility
+from lakelog.platform.schema_registry import compatibility, protobuf_schema
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
 from lakelog.platform.schema_registry.wire_format import NotWireFormat, split_wire
@@ -50,6 +51,7 @@ class ParsedSchema:
     schema_type: str
     decode: Decoder
     avro: Any = None  # fastavro's parsed schema (AVRO)
+    proto: Any = None  # protobuf_schema.ProtoSchema (PROTOBUF)
 
 
 def subject_of(topic: str, is_key: bool) -> str:
@@ -133,8 +135,7 @@ class RecordValidator:
 
 def _parse(state: State, schema_id: int) -> ParsedSchema:
     stored = state.schemas[schema_id]
-    references = {name: state.schemas[state.version(subject, version, deleted=True).id].schema
-                  for name, subject, version in stored.references}
+    references = state.reference_texts(stored.references)
     if stored.schema_type == compatibility.AVRO:
         names: dict[str, Any] = {}
         for text in references.values():
@@ -143,7 +144,8 @@ def _parse(state: State, schema_id: int) -> ParsedSchema:
         return ParsedSchema(schema_id, stored.schema_type, _avro_decoder(avro), avro)
     if stored.schema_type == compatibility.JSON:
         return ParsedSchema(schema_id, stored.schema_type, _json_decoder(json.loads(stored.schema), references))
-    return ParsedSchema(schema_id, stored.schema_type, lambda payload: None)
+    proto = protobuf_schema.parse(stored.schema, references)
+    return ParsedSchema(schema_id, stored.schema_type, _protobuf_decoder(proto), proto=proto)
 
 
 def _avro_decoder(schema: Any) -> Decoder:
@@ -153,6 +155,14 @@ def _avro_decoder(schema: Any) -> Decoder:
         if source.tell() != len(payload):
             raise ValueError(f"{len(payload) - source.tell()} bytes left after the record")
         return value
+
+    return decode
+
+
+def _protobuf_decoder(schema: protobuf_schema.ProtoSchema) -> Decoder:
+    def decode(payload: memoryview) -> Any:
+        indexes, used = protobuf_schema.read_indexes(payload)
+        return schema.message_class(indexes).FromString(bytes(payload[used:]))  # LookupError: no such message
 
     return decode
 

@@ -225,9 +225,9 @@ def test_a_value_that_is_no_record_is_a_struct_of_one_field():
     assert decode_values([wire(1, avro_bytes("long", 5))], {1: decoder}.get, decoder.type).to_pylist() == [{"value": 5}]
 
 
-def test_protobuf_is_refused_clearly():
-    with pytest.raises(NotMappable, match="PROTOBUF schemas are not mapped"):
-        decoder_of(1, "PROTOBUF", 'syntax = "proto3"; message M { int32 a = 1; }')
+def test_recursive_protobuf_is_refused_clearly():
+    with pytest.raises(NotMappable, match="recursive Protobuf message M"):
+        decoder_of(1, "PROTOBUF", 'syntax = "proto3"; message M { int32 a = 1; M child = 2; }')
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

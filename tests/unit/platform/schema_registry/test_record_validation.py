@@ -103,11 +103,17 @@ def test_json_schema_values(validator: RecordValidator, registry: SchemaRegistry
     assert "(JSON)" in errors[2].message
 
 
-def test_protobuf_checks_the_id_and_subject_only(validator: RecordValidator, registry: SchemaRegistry) -> None:
+def test_protobuf_values_parse_as_the_indexed_message(validator: RecordValidator, registry: SchemaRegistry) -> None:
     sid = ids(registry)["protos-value"]
-    errors = validator.check("protos", VALUES, [None, None], [framed(sid, b"\x00\xff any bytes"),
-                                                              framed(ids(registry)["orders-value"], b"")])
-    assert [e.index for e in errors] == [1]
+    good = b"\x00" + bytes([0x08, 0x2A])  # message indexes [0], then field 1 (varint) = 42
+    values = [framed(sid, good), framed(sid, b"\x00\xff any bytes"), framed(sid, b"\x02\x06" + good[1:]),
+              framed(sid, b""), framed(ids(registry)["orders-value"], good), framed(sid, b"\x00")]
+    errors = validator.check("protos", VALUES, [None] * len(values), values)
+    assert [e.index for e in errors] == [1, 2, 3, 4]
+    assert "(PROTOBUF)" in errors[0].message
+    assert "message index [3]: the file has 1 message(s)" in errors[1].message
+    assert "ends inside its message indexes" in errors[2].message
+    assert "not registered under subject 'protos-value'" in errors[3].message
 
 
 def test_a_schema_registered_on_another_node_is_found(tmp_path) -> None:
@@ -147,3 +153,10 @@ def test_embedded_json_schema(validator: RecordValidator, registry: SchemaRegist
     converted, problems = to_wire_format(validator, "docs-value", [b'{"id":1}', b'{"id":"1"}'])
     assert converted[0] == framed(ids(registry)["docs-value"], b'{"id":1}')
     assert list(problems) == [1]
+
+
+def test_embedded_json_protobuf(validator: RecordValidator, registry: SchemaRegistry) -> None:
+    converted, problems = to_wire_format(validator, "protos-value", [b'{"id": "42"}', b'{"nope": 1}', None])
+    assert converted[0] == framed(ids(registry)["protos-value"], b"\x00" + bytes([0x08, 0x2A]))
+    assert converted[2] is None and list(problems) == [1] and "nope" in problems[1]
+    assert validator.check("protos", VALUES, [None], converted[:1]) == []

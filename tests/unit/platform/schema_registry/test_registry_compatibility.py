@@ -156,5 +156,6 @@ def test_levels_types_versions_and_protobuf():
         with pytest.raises(InvalidVersion):
             parse_version(bad)
     proto = 'syntax = "proto3"; message M { string a = 1; }'
-    assert problems("FULL", proto, 'syntax = "proto3"; message M { int32 a = 1; }', kind="PROTOBUF") == []
+    assert problems("FULL", proto, 'syntax = "proto3"; message M { bytes a = 1; }', kind="PROTOBUF") == []
+    assert problems("BACKWARD", proto, 'syntax = "proto3"; message M { int32 a = 1; }', kind="PROTOBUF")
     assert compat.check("BACKWARD", "JSON", {}, [("AVRO", None)])  # another type than the latest version's

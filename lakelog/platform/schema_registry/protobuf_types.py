@@ -1,0 +1,155 @@
+"""Protobuf messages as Arrow types and values, as Spark's `from_protobuf` (SchemaConverters.toSqlType and
+ProtobufDeserializer, default options) maps them.
+
+Types: int32, sint32, sfixed32, uint32, fixed32 -> int; int64, sint64, sfixed64, uint64, fixed64 -> long (the
+unsigned ones as Java holds them: their bits, so 2^32-1 reads -1); float, double, bool, string; bytes ->
+binary; enum -> string (the value's name); a message -> struct of its fields; repeated -> list; map -> map;
+google.protobuf.Timestamp (any message named Timestamp of `seconds`, `nanos`) -> timestamp (UTC, microseconds).
+Where Delta cannot hold Spark's type: Duration (Spark's interval day to second) -> struct<seconds, nanos>, as
+the message is. A message left without fields (an empty message) is dropped, as Spark drops it; a recursive
+message is refused (`NotMappable`), as Spark refuses it by default.
+
+Values, as Spark's deserializer reads them: a field that is repeated, has an explicit default (proto2) or is
+present gives its value; any other is null. So a proto3 field without `optional` that holds its default (0,
+"", false, the first enum value) is null, as in Spark with `emit.default.values` off.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pyarrow as pa
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from lakelog.platform.schema_registry.arrow_types import TIMESTAMP, NotMappable
+
+_F = FieldDescriptor
+_INTS = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
+_LONGS = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
+_PRIMITIVES: dict[int, pa.DataType] = {
+    **{t: pa.int32() for t in _INTS}, **{t: pa.int64() for t in _LONGS}, _F.TYPE_FLOAT: pa.float32(),
+    _F.TYPE_DOUBLE: pa.float64(), _F.TYPE_BOOL: pa.bool_(), _F.TYPE_STRING: pa.string(), _F.TYPE_BYTES: pa.binary(),
+    _F.TYPE_ENUM: pa.string(),
+}
+_UNSIGNED = {_F.TYPE_UINT32: 32, _F.TYPE_FIXED32: 32, _F.TYPE_UINT64: 64, _F.TYPE_FIXED64: 64}
+Convert = Callable[[Any], Any]
+
+
+def message_type(message: Descriptor) -> pa.StructType:
+    """The Arrow type of a message (NotMappable: recursive, or no field left to hold)."""
+    fields = _fields(message, (message.full_name,))
+    if not fields:
+        raise NotMappable(f"message {message.full_name} has no fields Delta can hold (an empty struct)")
+    return pa.struct(fields)
+
+
+def message_converter(message: Descriptor) -> Callable[[Message], dict[str, Any]]:
+    """Reads a parsed message as a Python value of `message_type(message)`."""
+    message_type(message)  # refuses what has no type, before any value is read
+    return _message_convert(message)
+
+
+# ---- types ---------------------------------------------------------------------------------------------
+
+
+def _fields(message: Descriptor, seen: tuple[str, ...]) -> list[pa.Field]:
+    out = []
+    for f in message.fields:
+        kind = _field_type(f, seen)
+        if kind is not None:
+            out.append(pa.field(f.name, kind, True))
+    return out
+
+
+def _field_type(f: FieldDescriptor, seen: tuple[str, ...]) -> pa.DataType | None:
+    """None: the field is dropped (an empty message, as Spark drops it)."""
+    if f.type in _PRIMITIVES:
+        kind: pa.DataType | None = _PRIMITIVES[f.type]
+    elif _is_map(f):
+        key, value = (_field_type(f.message_type.fields_by_name[n], seen) for n in ("key", "value"))
+        if key is None or value is None:
+            return None
+        return pa.map_(pa.field("key", key, False), pa.field("value", value, True))
+    elif _is_timestamp(f.message_type):
+        kind = TIMESTAMP
+    else:
+        name = f.message_type.full_name
+        if name in seen:
+            raise NotMappable(f"recursive Protobuf message {name} (field {f.full_name}): no Arrow type holds it "
+                              "(nor Spark's, by default)")
+        inner = _fields(f.message_type, (*seen, name))
+        kind = pa.struct(inner) if inner else None
+    if kind is None:
+        return None
+    return pa.list_(pa.field("element", kind, True)) if f.is_repeated else kind
+
+
+def _is_map(f: FieldDescriptor) -> bool:
+    return f.type == _F.TYPE_MESSAGE and f.message_type.GetOptions().map_entry
+
+
+def _is_timestamp(message: Descriptor) -> bool:
+    """Spark's test: named Timestamp, with the fields seconds and nanos in that order."""
+    names = [f.name for f in message.fields]
+    return message.name == "Timestamp" and names == ["seconds", "nanos"]
+
+
+# ---- values --------------------------------------------------------------------------------------------
+
+
+def _message_convert(message: Descriptor) -> Callable[[Message], dict[str, Any]]:
+    fields: list[tuple[FieldDescriptor, Convert]] = []
+    for f in message.fields:
+        if _field_type(f, (message.full_name,)) is not None:
+            fields.append((f, _field_convert(f)))
+
+    def convert(value: Message) -> dict[str, Any]:
+        out = {}
+        for f, inner in fields:
+            out[f.name] = inner(getattr(value, f.name)) if _has_value(value, f) else None
+        return out
+
+    return convert
+
+
+def _has_value(message: Message, f: FieldDescriptor) -> bool:
+    """Spark's `isRepeated || hasDefaultValue || hasField`, with Java's hasField (a field without presence
+    has a value when it is not its default)."""
+    if f.is_repeated or (f.has_default_value and f.has_presence):
+        return True
+    if f.has_presence:
+        return message.HasField(f.name)
+    value = getattr(message, f.name)
+    if isinstance(value, float):  # Java compares a float's bits: -0.0 is not the default
+        return value != 0.0 or math.copysign(1.0, value) < 0
+    return value != f.default_value
+
+
+def _field_convert(f: FieldDescriptor) -> Convert:
+    if _is_map(f):
+        key = _single_convert(f.message_type.fields_by_name["key"])
+        value = _single_convert(f.message_type.fields_by_name["value"])
+        return lambda m: [(key(k), value(m[k])) for k in m]
+    single = _single_convert(f)
+    if f.is_repeated:
+        return lambda values: [single(v) for v in values]
+    return single
+
+
+def _single_convert(f: FieldDescriptor) -> Convert:
+    if f.type in _UNSIGNED:
+        bits = _UNSIGNED[f.type]
+        return lambda v: v - (1 << bits) if v >= 1 << (bits - 1) else v
+    if f.type == _F.TYPE_ENUM:
+        names = {v.number: v.name for v in f.enum_type.values}
+        unknown = f"UNKNOWN_ENUM_VALUE_{f.enum_type.name}_"
+        return lambda v: names.get(v, f"{unknown}{v}")
+    if f.type == _F.TYPE_BYTES:
+        return bytes
+    if f.type in (_F.TYPE_MESSAGE, _F.TYPE_GROUP):
+        if _is_timestamp(f.message_type):
+            return lambda m: m.seconds * 1_000_000 + int(m.nanos / 1000)  # toward zero, as Java's toMicros
+        return _message_convert(f.message_type)
+    return lambda v: v
