@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import json
 
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -18,8 +17,8 @@ from deltalake import DeltaTable
 
 from tests.delta_readers import duckdb_column
 from tests.http import conftest as http_fixtures
+from tests.kafka.typed_clients import consume_values, create_validated_topic, produce_each
 from tests.log_check import assert_topic_intact
-from tests.patience import STUCK_S
 
 start_server = http_fixtures.start_server  # the fixture: a real server, HTTP and Kafka listeners on loopback
 
@@ -31,20 +30,14 @@ V2 = {**V1, "fields": [*V1["fields"], {"name": "venue", "type": ["null", "string
 
 def test_avro_records_land_as_typed_columns(start_server) -> None:
     server = start_server()
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic("trades", 1, 1, config={"confluent.value.schema.validation": "true"})
-                         ])["trades"].result(STUCK_S)
+    create_validated_topic(server.bootstrap, "trades")
     registry = SchemaRegistryClient({"url": server.url})
     context = SerializationContext("trades", MessageField.VALUE)
     v1 = AvroSerializer(registry, json.dumps(V1))
     sent = [v1({"symbol": s, "qty": q, "side": side}, context)
             for s, q, side in (("ACME", 5, "BUY"), ("INIT", 7, "SELL"))]
 
-    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
-    errors: list = []
-    for value in [*sent, b"not avro"]:
-        producer.produce("trades", value=value, partition=0, on_delivery=lambda err, _msg: errors.append(err))
-        producer.flush(STUCK_S)
+    errors = produce_each(server.bootstrap, "trades", [*sent, b"not avro"])
     assert errors[:2] == [None, None]
     assert errors[2] is not None and errors[2].code() == KafkaError.INVALID_RECORD  # kept out of the table
 
@@ -67,17 +60,7 @@ def test_avro_records_land_as_typed_columns(start_server) -> None:
     assert [ducked[(0, o)] for o in range(3)] == expected
     assert_topic_intact(server.root, "trades")
 
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
-    consumer.subscribe(["trades"])
-    received: list[bytes] = []
-    try:
-        while len(received) < 3:
-            message = consumer.poll(STUCK_S)
-            assert message is not None, f"only {len(received)} records consumed"
-            assert message.error() is None, message.error()
-            received.append(message.value())
-    finally:
-        consumer.close()
+    received = consume_values(server.bootstrap, "trades", 3)
     assert received == sent  # byte for byte
     deserialize = AvroDeserializer(registry)
     assert deserialize(received[2], context) == expected[2]

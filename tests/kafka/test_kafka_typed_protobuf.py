@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -25,6 +24,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 
 from tests.delta_readers import duckdb_column
 from tests.http import conftest as http_fixtures
+from tests.kafka.typed_clients import consume_values, create_validated_topic, produce_each
 from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
 
@@ -74,9 +74,7 @@ def order_class(tmp_path_factory: pytest.TempPathFactory) -> type:
 
 def test_protobuf_records_land_as_typed_columns(start_server, order_class) -> None:
     server = start_server()
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic("orders", 1, 1, config={"confluent.value.schema.validation": "true"})
-                         ])["orders"].result(STUCK_S)
+    create_validated_topic(server.bootstrap, "orders")
     registry = SchemaRegistryClient({"url": server.url})
     context = SerializationContext("orders", MessageField.VALUE)
     serialize = ProtobufSerializer(order_class, registry, {"use.deprecated.format": False})
@@ -89,11 +87,7 @@ def test_protobuf_records_land_as_typed_columns(start_server, order_class) -> No
     assert registry.get_subjects() == ["common/money.proto", "orders-value"]  # the import, as a reference
 
     bad_payload = sent[0][:6] + b"\xff\xff\xff"  # the right schema id and message index, then no Order
-    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
-    errors: list = []
-    for value in [sent[0], bad_payload, b"not protobuf", sent[1]]:
-        producer.produce("orders", value=value, partition=0, on_delivery=lambda err, _msg: errors.append(err))
-        producer.flush(STUCK_S)
+    errors = produce_each(server.bootstrap, "orders", [sent[0], bad_payload, b"not protobuf", sent[1]])
     assert errors[0] is None and errors[3] is None
     assert [e.code() for e in errors[1:3]] == [KafkaError.INVALID_RECORD] * 2  # kept out of the table
 
@@ -117,17 +111,7 @@ def test_protobuf_records_land_as_typed_columns(start_server, order_class) -> No
             SchemaReference("common/money.proto", "common/money.proto", 1)]))
     assert refused.value.http_status_code == 409 and "FIELD_SCALAR_KIND_CHANGED" in refused.value.error_message
 
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
-    consumer.subscribe(["orders"])
-    received: list[bytes] = []
-    try:
-        while len(received) < 2:
-            message = consumer.poll(STUCK_S)
-            assert message is not None, f"only {len(received)} records consumed"
-            assert message.error() is None, message.error()
-            received.append(message.value())
-    finally:
-        consumer.close()
+    received = consume_values(server.bootstrap, "orders", 2)
     assert received == sent  # byte for byte
     deserialize = ProtobufDeserializer(order_class, {"use.deprecated.format": False})
     assert deserialize(received[0], context) == first
