@@ -27,13 +27,14 @@ from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.cluster import Membership, Node, View
 from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.membership import node_id_of
-from lakelog.platform.cluster.ownership import group_key
+from lakelog.platform.cluster.ownership import group_key, transaction_key
 from lakelog.platform.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.history import HistorySampler
 from lakelog.platform.layout import TRANSACTIONS_TABLE
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
+from lakelog.platform.transactions.handover import Handover
 from lakelog.observability import startup_log
 from lakelog.settings import Settings
 
@@ -71,18 +72,20 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
     authorizer = Authorizer(acls, settings.api_keys, settings.admin_principals)
     metrics = Metrics()
     metrics.attach(broker, coordinator)
-    join_cluster(settings, broker, coordinator)
+    txn_handover = join_cluster(settings, broker, coordinator)
     # Started once the node knows what it leads: the history it samples is of its own topics and groups.
     history = HistorySampler(broker, coordinator, settings.history_interval_s, settings.history_window_s).start()
-    services = Services(settings, broker, coordinator, acls, authorizer, metrics, history)
+    services = Services(settings, broker, coordinator, acls, authorizer, metrics, history,
+                        txn_handover=txn_handover)
     if control_table_exists(broker.storage, TRANSACTIONS_TABLE):  # transactions left to complete or time out
         services.transactions()
     return services
 
 
-def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> None:
+def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinator) -> Handover:
     """Every server is a node of the cluster of its root (alone, it leads everything): it renews its
-    heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns."""
+    heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns, and
+    the transactional ids move with the hand-over returned (for the transaction coordinator)."""
     address = settings.advertise or own_address(settings)
     node = Node(settings.node_id or node_id_of(address), address, kafka_address(settings))
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
@@ -99,10 +102,23 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
                              poll_s=settings.broker_heartbeat_interval_ms / 1000,
                              wait_s=settings.broker_session_timeout_ms / 1000)
 
+    txn_handover = Handover()
+
+    def transactions_moved(old: View | None, new: View) -> None:
+        fresh = old is None or not joined.is_set()
+        txn_handover.reassign((lambda t: False) if fresh else (lambda t: old.is_local(old.owner(transaction_key(t)))),
+                              lambda t: new.is_local(new.owner(transaction_key(t))),
+                              [n.node_id for n in new.nodes], lambda: membership.published_views(new.nodes),
+                              poll_s=settings.broker_heartbeat_interval_ms / 1000,
+                              wait_s=settings.broker_session_timeout_ms / 1000,
+                              let_go_s=settings.broker_session_timeout_ms / 2000)
+
     membership.on_change(groups_moved)
+    membership.on_change(transactions_moved)
     membership.start()
     joined.set()
     broker.join_cluster(membership, NodeClient(settings.cluster_secret))
+    return txn_handover
 
 
 def reachable_host(host: str) -> str:

@@ -18,6 +18,7 @@ from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
+from lakelog.platform.transactions.handover import Handover
 from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.settings import Settings
 
@@ -40,6 +41,7 @@ class Services:
     _registry_lock: threading.Lock = field(default_factory=threading.Lock)
     _validator: RecordValidator | None = None
     _transactions: TransactionCoordinator | None = None
+    txn_handover: Handover | None = None  # the cluster's hand-over of transactional ids (app.join_cluster)
 
     def schema_registry(self) -> SchemaRegistry:
         """The root's schema registry, its control table opened (created) on first use."""
@@ -56,7 +58,8 @@ class Services:
                                                             self.coordinator.commit_transactional,
                                                             self.coordinator.committed,
                                                             owns=cluster_owner(self.broker.cluster),
-                                                            reload_group=self.coordinator.reload_offsets)
+                                                            reload_group=self.coordinator.reload_offsets,
+                                                            handover=self.txn_handover)
             return self._transactions
 
     def record_validator(self) -> RecordValidator:

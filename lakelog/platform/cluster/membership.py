@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.ownership import owner
@@ -181,18 +181,26 @@ class Membership:
         A node publishes a view only after its listeners acted on it (a group coordinator forgot the groups
         it lost and made their last commits durable), so a new owner that waits for this takes over after
         the old one let go. One GET per other node."""
-        for node in self._view.nodes:
-            if self._view.is_local(node):
+        for node_id, published in self.published_views().items():
+            if published is None or any(owner(key, published) == node_id for key in keys):
+                return False
+        return True
+
+    def published_views(self, nodes: Sequence[Node] | None = None) -> dict[str, list[str] | None]:
+        """Each other live node's (or each of `nodes'`, as a listener's new view names them) published view:
+        the node ids of the view it acted on last (None: not known, not published yet by an older node or
+        one that has not completed a round, or unreadable). One GET per other node."""
+        views: dict[str, list[str] | None] = {}
+        for node in self._view.nodes if nodes is None else nodes:
+            if node.node_id == self.local.node_id:
                 continue
             try:
                 published = json.loads(self.storage.read_bytes(self._object(node.node_id))).get("view")
             except (*STORAGE_ERRORS, ValueError, AttributeError):
-                return False
-            if not isinstance(published, list) or node.node_id not in published:
-                return False  # not published yet (an older node, or one that has not completed a round)
-            if any(owner(key, published) == node.node_id for key in keys):
-                return False
-        return True
+                published = None
+            ok = isinstance(published, list) and node.node_id in published
+            views[node.node_id] = [str(n) for n in published] if ok else None
+        return views
 
     def suspect(self, node_id: str) -> None:
         """A connection to `node_id` was refused: its process is gone (killed, restarting). It owns

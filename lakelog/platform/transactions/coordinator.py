@@ -15,12 +15,13 @@ import logging
 import secrets
 import threading
 from concurrent.futures import Future
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.errors import NotCoordinator, NotInCluster
 from lakelog.platform.cluster.membership import Membership
 from lakelog.platform.cluster.ownership import transaction_key
 from lakelog.platform.deadline import Deadline
@@ -30,9 +31,11 @@ from lakelog.platform.log.reservations import TransactionEnded
 from lakelog.platform.storage import Storage
 from lakelog.platform.transactions import state
 from lakelog.platform.transactions.errors import InvalidTxnState
+from lakelog.platform.transactions.handover import Handover
 from lakelog.platform.transactions.staging import Staging
 from lakelog.platform.transactions.state import PendingOffset, TopicPartition, Transaction, TxnState
 from lakelog.platform.transactions.store import TransactionStore
+from lakelog.platform.transactions.store_compaction import MIN_ROWS
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,8 @@ class TransactionCoordinator:
                  max_timeout_ms: int = state.DEFAULT_MAX_TIMEOUT_MS,
                  id_expiration_ms: int = state.DEFAULT_ID_EXPIRATION_MS, reap_interval_s: float = 1.0,
                  clock: Callable[[], int] = now_ms, owns: Callable[[str], bool] = lambda _: True,
-                 reload_group: Callable[[str], None] = lambda _: None) -> None:
+                 reload_group: Callable[[str], None] = lambda _: None, handover: Handover | None = None,
+                 compact_min_rows: int = MIN_ROWS) -> None:
         self._topic_log = topic_log  # (topic) -> TopicLog
         self._commit_offsets = commit_offsets
         self._committed = committed
@@ -55,12 +59,15 @@ class TransactionCoordinator:
         self._max_timeout_ms = max_timeout_ms
         self._id_expiration_ms = id_expiration_ms
         self._clock = clock
-        self._store = TransactionStore(storage)
+        self._store = TransactionStore(storage, compact_min_rows=compact_min_rows)
         self._staging = Staging(storage)
         self._lock = threading.Lock()  # guards the two dicts; each id's calls hold its own lock
-        self.owns = owns  # whether this node coordinates an id now (cluster ownership; False: unknown)
+        # The cluster's hand-over of ids between nodes (handover.py): an id is acted on only once released.
+        self._handover = handover if handover is not None else Handover()
+        self._in_view = owns
         self._txns: dict[str, Transaction] = self._store.load()
-        self._fresh: set[str] = set(self._txns)  # ids whose state here is the stored one (read since owned)
+        # Ids whose state here is the stored one (read since owned): id -> the hand-over's generation then.
+        self._fresh: dict[str, int] = dict.fromkeys(self._txns, self._handover.generation)
         self._reload_group = reload_group  # a group's offsets read again (another node wrote them)
         # Offsets staged here for transactions another node coordinates: (id, number) -> their groups.
         self._pending: dict[tuple[str, int], set[str]] = {}
@@ -74,7 +81,7 @@ class TransactionCoordinator:
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
                          expected: tuple[int, int] = (state.NO_PRODUCER_ID, state.NO_EPOCH)) -> Transaction:
-        with self._id_lock(transactional_id):
+        with self._acting(transactional_id):
             for _ in range(3):
                 current = self._current(transactional_id)
                 if current is not None and current.state.preparing:
@@ -91,19 +98,19 @@ class TransactionCoordinator:
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                        partitions: frozenset[TopicPartition]) -> Transaction:
-        with self._id_lock(transactional_id):
+        with self._acting(transactional_id):
             current = self._current(transactional_id)
             new = state.add_partitions(current, producer_id, epoch, partitions, self._clock())
             return self._save_if_changed(current, new)
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> Transaction:
-        with self._id_lock(transactional_id):
+        with self._acting(transactional_id):
             current = self._current(transactional_id)
             return self._save_if_changed(current, state.add_offsets(current, producer_id, epoch, group, self._clock()))
 
     def txn_offset_commit(self, transactional_id: str, producer_id: int, epoch: int,
                           offsets: tuple[PendingOffset, ...]) -> Transaction:
-        with self._id_lock(transactional_id):
+        with self._acting(transactional_id):
             current = self._current(transactional_id)
             new = state.txn_offset_commit(current, producer_id, epoch, offsets, self._clock())
             return self._save_if_changed(current, new)
@@ -125,7 +132,7 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Transaction:
         """Answered once the outcome is in every table and the group offsets (a failure after the decision
         is stored is rolled forward by the reaper, and the client's retry is answered then)."""
-        with self._id_lock(transactional_id):
+        with self._acting(transactional_id):
             current = self._current(transactional_id)
             new = state.end_txn(current, producer_id, epoch, commit, self._clock())
             if new is current:
@@ -167,8 +174,27 @@ class TransactionCoordinator:
     def _reload(self) -> None:
         """Every id's stored state (another node coordinates some, or took them over)."""
         loaded = self._store.load()
+        # An id this node coordinates and holds fresh it alone writes: a read racing its save may be older.
+        held = {t for t in loaded if t in self._fresh and self.owns(t)}
         with self._lock:
-            self._txns.update(loaded)
+            for transactional_id, txn in loaded.items():
+                if transactional_id not in held or transactional_id not in self._txns:
+                    self._txns[transactional_id] = txn
+
+    def owns(self, transactional_id: str) -> bool:
+        """Whether this node coordinates the id now: it owns it in its view of the cluster, and the hand-over
+        let it act on it (not lost, not waiting for the previous owner to let go)."""
+        return self._in_view(transactional_id) and self._handover.serving(transactional_id)
+
+    @contextmanager
+    def _acting(self, transactional_id: str) -> Iterator[None]:
+        """Under the id's lock, for an id this node coordinates (else NOT_COORDINATOR): a view change that
+        moves the id away waits for this to end before the node publishes it let go."""
+        self._check_coordinating(transactional_id)  # refused at once, not after a call in progress ends
+        with self._id_lock(transactional_id), self._handover.acting(transactional_id):
+            if not self._in_view(transactional_id):
+                raise NotCoordinator(f"transactional id {transactional_id!r} is coordinated by another node")
+            yield
 
     def describe(self, transactional_id: str) -> Transaction | None:
         with self._lock:
@@ -180,6 +206,7 @@ class TransactionCoordinator:
 
     def close(self) -> None:
         self._closed.set()
+        self._handover.close()
         self._reaper.join(timeout=5)
 
     # ---- completion -------------------------------------------------------------------
@@ -190,6 +217,7 @@ class TransactionCoordinator:
         commit = txn.state is TxnState.PREPARE_COMMIT
         deadline = Deadline.after_ms(COMPLETION_TIMEOUT_MS)
         for topic, partition in sorted(txn.partitions):
+            self._check_coordinating(txn.transactional_id)  # lost meanwhile: the new owner completes it
             try:
                 topic_log = self._topic_log(topic)
             except UnknownTopicOrPartition:
@@ -249,11 +277,15 @@ class TransactionCoordinator:
         except Exception:
             log.exception("transactions' state not read; retried")
         self._settle_pending()
+        try:
+            self._store.compact_if_due()
+        except Exception:
+            log.exception("transactions' state not compacted; retried")
         now = self._clock()
         for txn in self.transactions():
             if not self.owns(txn.transactional_id):
                 with self._lock:
-                    self._fresh.discard(txn.transactional_id)  # read again if it comes back
+                    self._fresh.pop(txn.transactional_id, None)  # read again if it comes back
                 continue
             if txn.state.idle and state.expire_id(txn, now, self._id_expiration_ms) is not None:
                 self._forget_if_idle(txn.transactional_id)
@@ -261,7 +293,7 @@ class TransactionCoordinator:
             if not (txn.state.preparing or state.timed_out(txn, now)):
                 continue
             try:
-                with self._id_lock(txn.transactional_id):
+                with self._acting(txn.transactional_id):
                     current = self._current(txn.transactional_id)
                     if current is None:
                         continue
@@ -274,6 +306,8 @@ class TransactionCoordinator:
                         self._save(expired)
                         current = expired
                     self._finish(current)
+            except NotCoordinator:
+                continue  # moved away meanwhile: its new coordinator completes it
             except Exception:
                 log.exception("transaction of %r not completed; retried", txn.transactional_id)
 
@@ -300,11 +334,13 @@ class TransactionCoordinator:
     def _forget_if_idle(self, transactional_id: str) -> None:
         """transactional.id.expiration.ms: an id idle that long is stored Dead (its next producer starts over)."""
         try:
-            with self._id_lock(transactional_id):
+            with self._acting(transactional_id):
                 current = self._current(transactional_id)
                 dead = None if current is None else state.expire_id(current, self._clock(), self._id_expiration_ms)
                 if dead is not None:
                     self._save(dead)
+        except NotCoordinator:
+            pass
         except Exception:
             log.exception("transactional id %r not expired; retried", transactional_id)
 
@@ -317,22 +353,29 @@ class TransactionCoordinator:
         over (another node changed it meanwhile). A node that does not coordinate the id answers what it
         read last (its callers judge a refusal again on the stored state)."""
         owned = self.owns(transactional_id)
+        generation = self._handover.generation
         with self._lock:
-            if owned and transactional_id in self._fresh:
+            read_at = self._fresh.get(transactional_id)
+            if owned and read_at is not None and not self._handover.taken_since(transactional_id, read_at):
                 return self._txns.get(transactional_id)
-            if not owned:
-                self._fresh.discard(transactional_id)  # read again once this node takes it over
-                if transactional_id in self._txns:
-                    return self._txns[transactional_id]
+            self._fresh.pop(transactional_id, None)  # read again once this node (again) takes it over
+            if not owned and transactional_id in self._txns:
+                return self._txns[transactional_id]
         self._reload()
         with self._lock:
             if owned:
-                self._fresh.add(transactional_id)
+                self._fresh[transactional_id] = generation
             return self._txns.get(transactional_id)
 
-
+    def _check_coordinating(self, transactional_id: str) -> None:
+        if not self.owns(transactional_id):
+            log.info("transactional id %r moved to another node: its state is not stored here", transactional_id)
+            raise NotCoordinator(f"transactional id {transactional_id!r} moved to another node")
 
     def _save(self, txn: Transaction) -> None:
+        """Store the id's new state, only while this node coordinates the id (a node that lost it stores
+        nothing more: its rows never interleave with the new owner's)."""
+        self._check_coordinating(txn.transactional_id)
         self._store.save(txn)
         with self._lock:
             self._txns[txn.transactional_id] = txn

@@ -2,6 +2,7 @@
 transactional id, the latest row per id winning (ordered by `written`, which this store keeps strictly
 increasing, as the offsets store keeps `committed`). A change is returned only once its row is durable:
 the coordinator answers after that, so a node that takes the id over finds every state a client was told.
+Once the rows exceed a bound, the table is rewritten to the latest row per id (store_compaction.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import TRANSACTIONS_TABLE
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
 from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnState
+from lakelog.platform.transactions.store_compaction import MIN_ROWS, Compactor, compaction_due
 
 TRANSACTIONS_SCHEMA = pa.schema([
     pa.field("transactional_id", pa.string(), nullable=False),
@@ -39,9 +41,12 @@ TRANSACTIONS_SCHEMA = pa.schema([
 
 
 class TransactionStore:
-    def __init__(self, storage: Storage, timeout_ms: int = 30_000) -> None:
+    def __init__(self, storage: Storage, timeout_ms: int = 30_000, compact_min_rows: int = MIN_ROWS) -> None:
         self._storage = storage
         self._dt = open_control_table(storage, TRANSACTIONS_TABLE, TRANSACTIONS_SCHEMA)
+        self._compactor = Compactor(storage, storage.uri(TRANSACTIONS_TABLE), TRANSACTIONS_SCHEMA)
+        self._compact_min_rows = compact_min_rows
+        self._rows = self._ids = 0  # the table's rows and ids at the last read, the rows this store wrote since
         self._timeout_s = timeout_ms / 1000
         self._last_written = 0
         self._known_version = -1  # the table's version after this store's last read or write
@@ -59,9 +64,11 @@ class TransactionStore:
         if self._dt.version() <= 0:
             return {}
         rows = read_control_table(self._storage, self._dt)
+        self._rows = rows.num_rows
         if rows.num_rows == 0:
             return {}
         rows = latest_rows(rows, ["transactional_id"], ["written"])
+        self._ids = rows.num_rows
         self._last_written = max(self._last_written, max(rows.column("written").to_pylist()))
         return {row["transactional_id"]: _from_row(row) for row in rows.to_pylist()}
 
@@ -85,8 +92,27 @@ class TransactionStore:
                     except STORAGE_ERRORS:
                         pass
             self._last_written = written
+            self._rows += 1
             if self._known_version == self._dt.version() - 1:
                 self._known_version = self._dt.version()  # ours, right after what was read: nothing missed
+
+    def compact_if_due(self) -> bool:
+        """Rewrite the table to the latest row per id when its rows (as this store knows them) exceed the
+        bound; False when not due or another rewrite came first (the next call reads again)."""
+        if not compaction_due(self._rows, self._ids, self._compact_min_rows):
+            return False
+        # Not under the append lock: an append meanwhile stays beside the rewrite (store_compaction.py).
+        self._dt.update_incremental()
+        version = self._dt.version()
+        compacted = self._compactor.compact(version)
+        if compacted is None:
+            self._rows = self._ids = 0  # counted again at the next read
+            return False
+        self._dt.update_incremental()
+        self._rows = self._ids
+        if self._known_version == version and compacted == version + 1 and self._dt.version() == compacted:
+            self._known_version = compacted  # its own rewrite right after the read: the latest rows are the same
+        return True
 
 
 def _to_row(txn: Transaction, written: int) -> dict:
