@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
 
 import httpx
 
@@ -69,3 +70,27 @@ def settled(nodes: list[Node]) -> dict[str, Any] | None:
     if len(shapes) != 1 or set(next(iter(shapes))[0]) != names:
         return None
     return views[0]
+
+
+@contextmanager
+def two_nodes_leading(root: str, topics: dict[str, int]) -> Iterator[tuple[list[Node], dict[str, str]]]:
+    """Nodes n1 and n2 on `root`, agreed, with `topics` (name -> partitions) created through n1: the nodes
+    and each topic's leader, once both nodes name the same leaders. Both nodes are stopped at the end."""
+    nodes = [Node(root, name, {}) for name in ("n1", "n2")]
+    try:
+        for node in nodes:
+            node.start()
+        wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: views(nodes))
+        for topic, partitions in topics.items():
+            httpx.post(nodes[0].url + "/v1/topics", json={"name": topic, "partitions": partitions},
+                       timeout=STUCK_S).raise_for_status()
+
+        def all_led() -> dict[str, Any] | None:
+            cluster = settled(nodes)
+            return cluster if cluster is not None and len(cluster["topics"]) == len(topics) else None
+
+        cluster = wait_for(all_led, lambda: f"both nodes to lead the {len(topics)} topics: {views(nodes)}")
+        yield nodes, cluster["topics"]
+    finally:
+        for node in nodes:
+            node.terminate()

@@ -10,22 +10,14 @@ import httpx
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from tests.cluster.cluster_nodes import Node, settled, views, wait_until
+from tests.cluster.cluster_nodes import two_nodes_leading, wait_until
 from tests.patience import STUCK_S
 from tests.log_check import assert_topic_intact
 
 
 def test_metadata_leaders_and_a_group_across_two_nodes(tmp_path: Path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {}) for name in ("n1", "n2")]
-    try:
-        for node in nodes:
-            node.start()
-        wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: views(nodes))
-        for i in range(8):
-            httpx.post(nodes[0].url + "/v1/topics", json={"name": f"t{i}", "partitions": 2}, timeout=STUCK_S).raise_for_status()
-        wait_until(lambda: len((settled(nodes) or {}).get("topics", {})) == 8, STUCK_S, lambda: views(nodes))
-        leaders = settled(nodes)["topics"]  # type: ignore[index]
+    with two_nodes_leading(root, {f"t{i}": 2 for i in range(8)}) as (nodes, leaders):
         port_of = {node.name: int(node.bootstrap.rsplit(":", 1)[1]) for node in nodes}
         assert set(leaders.values()) == {"n1", "n2"}  # rendezvous spreads 8 topics over both
 
@@ -57,6 +49,3 @@ def test_metadata_leaders_and_a_group_across_two_nodes(tmp_path: Path) -> None:
             assert sum(o["offset"] for o in offsets) == 80
         for i in range(8):
             assert_topic_intact(root, f"t{i}")
-    finally:
-        for node in nodes:
-            node.terminate()

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from lakelog.platform.cluster.ownership import group_key, owner, transaction_key
 
-from tests.cluster.cluster_nodes import Node, settled, views, wait_until
+from tests.cluster.cluster_nodes import two_nodes_leading, wait_until
 from tests.log_check import aborted_ranges, assert_topic_intact
 from tests.patience import STUCK_S
 
@@ -29,17 +29,8 @@ GROUP = next(g for g in (f"etl{i}" for i in range(100))
 
 def test_a_transaction_across_topics_led_by_both_nodes(tmp_path: Path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {}) for name in ("n1", "n2")]
-    try:
-        for node in nodes:
-            node.start()
-        wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: views(nodes))
-        for topic in TOPICS:
-            httpx.post(nodes[0].url + "/v1/topics", json={"name": topic, "partitions": 1},
-                       timeout=STUCK_S).raise_for_status()
-        wait_until(lambda: len((settled(nodes) or {}).get("topics", {})) == len(TOPICS), STUCK_S,
-                   lambda: views(nodes))
-        assert set(settled(nodes)["topics"].values()) == {"n1", "n2"}  # type: ignore[index]
+    with two_nodes_leading(root, {topic: 1 for topic in TOPICS}) as (nodes, leaders):
+        assert set(leaders.values()) == {"n1", "n2"}
 
         httpx.post(nodes[0].url + "/v1/topics", json={"name": "src", "partitions": 1},
                    timeout=STUCK_S).raise_for_status()
@@ -96,6 +87,3 @@ def test_a_transaction_across_topics_led_by_both_nodes(tmp_path: Path) -> None:
         for topic in TOPICS:
             assert aborted_ranges(root, topic) == {0: {0}}
             assert_topic_intact(root, topic)
-    finally:
-        for node in nodes:
-            node.terminate()
