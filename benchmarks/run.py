@@ -19,7 +19,8 @@ from benchmarks.common import Figure, machine
 
 SUITES = {"core": "benchmarks.bench_core", "http": "benchmarks.bench_http", "spark": "benchmarks.bench_spark",
           "replication": "benchmarks.bench_replication", "s3": "benchmarks.bench_s3",
-          "cluster": "benchmarks.bench_cluster", "kafka": "benchmarks.bench_kafka"}
+          "cluster": "benchmarks.bench_cluster", "kafka": "benchmarks.bench_kafka",
+          "journal": "benchmarks.bench_journal"}
 RESULTS = Path(__file__).with_name("RESULTS.md")
 STORE = Path(__file__).with_name("results.json")
 

@@ -38,6 +38,13 @@ class CoreSettings(BaseModel):
     site: str | None = Field(None, description="This node's nearest site, preferred for fetches")
     replica_lag_time_max_ms: int = Field(30_000, ge=1, description="replica.lag.time.max.ms")
     replication_interval_ms: int = Field(1_000, ge=0, description="Follower catch-up interval (0 = off)")
+    # The node journal (issue 26, docs/architecture.md): off by default; nothing changes with it off.
+    journal_enable: bool = Field(False, description="log.journal.enable: acknowledge produce on one journal "
+                                 "object per flush for all topics; tables committed behind it")
+    journal_linger_ms: int = Field(25, ge=0, description="How long a journal flush waits for more calls (one "
+                                   "object per flush for every topic: longer means fewer PUTs, more latency)")
+    journal_node: str = Field("node", pattern=r"^[A-Za-z0-9._-]+$", description="This node's journal folder "
+                              "(_journal/gens/<node>); processes sharing a root need distinct ones")
 
 
 class HttpSettings(BaseModel):

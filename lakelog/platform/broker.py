@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from lakelog.platform.broker_produce import Producing, parse_acks
@@ -28,6 +28,7 @@ from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.fetch import Fetcher
+from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.open_topic import OpenTopic
 from lakelog.platform.records import FetchResult
@@ -83,6 +84,9 @@ class Broker(Producing):
         self._registry: SchemaRegistry | None = None  # the root's schema registry, opened on first use
         self._registry_lock = threading.Lock()
         self._closed = False
+        self.journal: NodeJournal | None = None  # with journal_enable: produce acknowledged on the node journal
+        if self.settings.journal_enable:
+            self.journal = NodeJournal(self.storage, self.settings, self.committed, self._open_apart)
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
         self._reaper.start()
         self._replication_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-replicate")
@@ -106,6 +110,8 @@ class Broker(Producing):
                 writers = [t.writer for t in self._topics.values()]
             for writer in writers:
                 writer.expire(time.monotonic())
+            if self.journal is not None:
+                self.journal.expire(time.monotonic())
 
     # ---- topics -----------------------------------------------------------
 
@@ -145,6 +151,8 @@ class Broker(Producing):
         with self._lock:
             opened = self._topics.pop(name, None)
         if opened is not None:
+            if self.journal is not None:
+                self.journal.forget_topic(opened)
             opened.close()
         self.catalog.delete_topic(name)
         if self.replicas is not None:
@@ -157,7 +165,11 @@ class Broker(Producing):
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._open(name)
         topic.log.refresh()
-        return TopicDescription(topic.meta, [topic.log.partition_state(p) for p in range(topic.meta.partitions)])
+        states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
+        if topic.journal is not None:  # acknowledged records the table does not hold yet count too
+            states = [replace(s, log_end_offset=max(s.log_end_offset, topic.journal.end(s.partition)))
+                      for s in states]
+        return TopicDescription(topic.meta, states)
 
     def topic(self, name: str) -> TopicMeta:
         return self._open(name).meta
@@ -184,7 +196,17 @@ class Broker(Producing):
             if opened is None:
                 opened = self._topics[name] = OpenTopic(meta, self.settings, self.storage, self.replicas,
                                                           self.committed, self.schema_registry)
+                if self.journal is not None:
+                    NodeJournal.attach(opened)
             return opened
+
+    def _open_apart(self, name: str) -> OpenTopic | None:
+        """A topic's machinery outside the broker's set (the journal's replay at start), None if no such topic."""
+        try:
+            meta = self.catalog.get(name)
+        except UnknownTopicOrPartition:
+            return None
+        return OpenTopic(meta, self.settings, self.storage, self.replicas, self.committed, self.schema_registry)
 
     def schema_registry(self) -> SchemaRegistry:
         """The root's schema registry (on the control site), its control table opened on first use: typed
@@ -286,6 +308,8 @@ class Broker(Producing):
         opened = self._open(topic)
         self._partition_check(opened, partition)
         opened.log.refresh()
+        if spec == "latest" and opened.journal is not None:  # acknowledged records not in the table yet
+            return max(opened.log.offset_for(partition, spec), opened.journal.end(partition))
         return opened.log.offset_for(partition, spec)
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
@@ -293,6 +317,8 @@ class Broker(Producing):
         this node knew is looked at again first (another node may have written past it)."""
         opened = self._open(topic)
         start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
+        if opened.journal is not None:
+            end = max(end, opened.journal.end(partition))
         if not start <= offset <= end:
             opened.log.refresh()
             start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
@@ -346,12 +372,16 @@ class Broker(Producing):
             topics = list(self._topics.values())
         for opened in topics:
             opened.writer.drain()
+        if self.journal is not None:
+            self.journal.flush()
 
     def close(self) -> None:
         """Stop taking produce calls, commit what is pending, release the topics."""
         if self._closed:
             return
         self._closed = True
+        if self.journal is not None:
+            self.journal.close()  # every acknowledged record committed to its table before the topics go
         with self._lock:
             topics = list(self._topics.values())
             self._topics.clear()

@@ -10,6 +10,7 @@ Futures complete on the topic writer's flush thread or, for acks=all, on the bro
 from __future__ import annotations
 
 from concurrent.futures import Future
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -84,6 +85,8 @@ class Producing:
 
     def _submit_here(self, opened: OpenTopic, pending: PendingProduce) -> Future:
         """This node commits the call (it leads the topic, or the leader is out of reach)."""
+        if self.journal is not None:  # acknowledged on the node journal, the table committed behind it
+            return self.journal.submit(opened, pending)
         replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
             self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
@@ -150,7 +153,8 @@ class Producing:
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
-        appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
+        with self.journal.exclusive(opened) if self.journal is not None else nullcontext():
+            appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
         if appended is None:
             return None
         opened.writer.notify_committed()

@@ -148,3 +148,11 @@ class StorageWriteFailed(LakelogError):
 class BrokerClosed(LakelogError):
     code = "BROKER_NOT_AVAILABLE"
     retriable = True
+
+
+class OffsetsMoved(LakelogError):
+    """Records whose offsets were fixed before their commit (the node journal's) found the log end elsewhere:
+    never committed at other offsets (retriable: planned again against the log as it is now)."""
+
+    code = "KAFKA_STORAGE_ERROR"
+    retriable = True

@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.platform.log import TopicLog
+from lakelog.platform.log.read import limit_bytes
 from lakelog.platform.records import FetchResult, record_sizes
 from lakelog.platform.replication.manager import ReplicaManager
+from lakelog.schemas import TOPIC_SCHEMA
 
 if TYPE_CHECKING:
     from lakelog.platform.open_topic import OpenTopic
@@ -43,11 +45,22 @@ class Fetcher:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         topic_log = self.replica_log(opened, site)
         while True:
+            journaled = self._from_journal(opened, topic_log, partition, offset, max_records, max_bytes)
+            if journaled is not None:  # acknowledged, not yet in the table: served from the journal's memory
+                table, high_watermark = journaled
+                if table.num_rows or deadline - time.monotonic() <= 0 or closed():
+                    return FetchResult(topic, partition, table, topic_log.log_start_offset(partition),
+                                       high_watermark, high_watermark)
+                with self.committed:
+                    self.committed.wait(min(deadline - time.monotonic(), self.interval_s))
+                continue
             if offset > topic_log.log_end_offset(partition) or offset < topic_log.log_start_offset(partition):
                 topic_log.refresh()  # out of range as far as this node knows: another writer, or retention, moved it
             elif led_elsewhere or offset == topic_log.log_end_offset(partition):
                 topic_log.maybe_refresh(self.interval_s)
             high_watermark = self.high_watermark(opened, topic_log, partition)
+            if opened.journal is not None and topic_log is opened.log:
+                high_watermark = max(high_watermark, opened.journal.end(partition))
             # Records of open transactions are not in the table: nothing from the first one on is answered
             # (the reserved offsets are a hole the read would stop at anyway).
             stable = min(high_watermark, topic_log.last_stable_offset(partition))
@@ -64,6 +77,25 @@ class Fetcher:
                                    stable)
             with self.committed:
                 self.committed.wait(min(remaining, self.interval_s))
+
+    def _from_journal(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, offset: int,
+                      max_records: int, max_bytes: int | None) -> tuple[pa.Table, int] | None:
+        """With the node journal: records at or past the table's log end that the leader acknowledged, and
+        the high watermark past them; None when the table answers (or the offset is past every record)."""
+        journal = opened.journal
+        if journal is None or topic_log is not opened.log:
+            return None
+        table_end, end = topic_log.log_end_offset(partition), journal.end(partition)
+        if not table_end <= offset <= end or (offset == end and end == table_end):
+            return None
+        records = journal.read(partition, offset, max_records) if offset < end else None
+        if records is None:
+            if offset < end:  # committed meanwhile: the table has them now
+                return None
+            records = TOPIC_SCHEMA.empty_table()
+        if max_bytes is not None:
+            records = limit_bytes(records, max_bytes)
+        return records, end
 
     def high_watermark(self, opened: "OpenTopic", topic_log: TopicLog, partition: int) -> int:
         """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.

@@ -13,6 +13,7 @@ from typing import Callable
 
 from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.cluster.forwarding import TopicForwarder
+from lakelog.platform.journal.topic_state import JournalTopic
 from lakelog.platform.log import TopicLog
 from lakelog.platform.partitioner import Partitioner
 from lakelog.platform.producer_state import ProducerStateManager
@@ -46,6 +47,7 @@ class OpenTopic:
         self.writer = TopicWriter(self.log, settings.linger_ms, settings.batch_bytes, self.producers,
                                   committed)
         self.forwarders: dict[str, TopicForwarder] = {}  # node id -> calls on their way to that leader
+        self.journal: JournalTopic | None = None  # with the node journal on: its offsets and unflushed records
 
     def close(self) -> None:
         for forwarder in list(self.forwarders.values()):

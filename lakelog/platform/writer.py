@@ -171,8 +171,9 @@ class TopicWriter:
         self.notify_committed()
 
     def admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
-        """The calls of a flush that go on (the node journal's flush admits its calls of this topic here)."""
-        self.producers.forget_changed(self.log.take_changed_producers())
+        """The calls of a flush that go on (the node journal's flush admits its calls of this topic here). No
+        look at other writers' commits: with the journal a node is the topic's only writer, and the look
+        would wait on the log lock that a table commit holds for its round trips."""
         return self._admit(batch)
 
     def record_producers(self, accepted: list[PendingProduce], results: list[ProduceResult]) -> None:

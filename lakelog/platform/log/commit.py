@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +26,7 @@ from deltalake.transaction import AddAction, Transaction
 from lakelog.platform.checkpoint import Append
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
-from lakelog.platform.errors import StorageWriteFailed
+from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed
 from lakelog.platform.index import SegmentFile, slices_to_commit
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
@@ -51,7 +52,8 @@ class Commits:
 
     def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,
                app_transaction: tuple[str, int] | None = None,
-               producer_ids: frozenset[int] = frozenset()) -> Appended | None:
+               producer_ids: frozenset[int] = frozenset(),
+               expect_bases: Mapping[int, int] | None = None) -> Appended | None:
         """Commit records (TOPIC_FILE_SCHEMA; offsets not yet assigned) to their partitions.
 
         Offsets are assigned from this node's snapshot; the data files (one per partition, written in
@@ -67,6 +69,9 @@ class Commits:
         that this node has not yet checked are read (none in steady state: no extra request), and if one
         wrote any of these producers `ProducerStateChanged` is raised: the caller reloads their state and
         checks its batches again, so a retry committed by another writer is never committed twice.
+
+        `expect_bases`: offsets fixed before the commit (the node journal's): `OffsetsMoved` is raised, and
+        nothing committed, unless each partition's log end offset is still its base here.
         """
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
@@ -87,6 +92,9 @@ class Commits:
                     for p, _, _ in runs:
                         self._served(p)  # never offsets another writer's records already hold
                     bases = {p: self.log_end_offset(p) for p, _, _ in runs}
+                    if expect_bases is not None and bases != dict(expect_bases):
+                        raise OffsetsMoved(f"{self.name}: records for offsets from {dict(expect_bases)} found "
+                                           f"the log ending at {bases}; not committed")
                     version = self._version + 1
                     table, offsets = _assign_offsets(ordered, runs, bases)
                     txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]

@@ -54,7 +54,7 @@ class Reads:
         table = pa.concat_tables(pieces) if pieces else TOPIC_FILE_SCHEMA.empty_table()
         table = table.slice(0, max_records)
         if max_bytes is not None:
-            table = _limit_bytes(table, max_bytes)
+            table = limit_bytes(table, max_bytes)
         return _with_partition(table, partition)
 
     def _served(self, partition: int) -> None:
@@ -187,7 +187,7 @@ def _payload_bytes(table: pa.Table) -> int:
     return int(pc.sum(_record_bytes(table)).as_py() or 0)
 
 
-def _limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
+def limit_bytes(table: pa.Table, max_bytes: int) -> pa.Table:
     """Cut at `max_bytes` of keys and values, but always keep the first record (as Kafka does)."""
     if table.num_rows <= 1:
         return table

@@ -81,6 +81,7 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
         self._checkpointing = False  # a background run is under way
         self.commits = 0
         self.conflicts = 0
+        self.journaled = False  # the node journal assigns this topic's offsets (journal/), set by the broker
         # Versions other writers committed since this node's producer state was last checked against them
         # (inclusive ranges), and the producer ids found in those read so far (None: any producer).
         self._foreign: list[tuple[int, int]] = []

@@ -1,0 +1,102 @@
+"""Table commits behind the journal: per topic, every `table.commit.interval.ms` or once
+`table.commit.bytes` wait, one Delta commit of its acknowledged entries at their own offsets.
+
+One thread looks for due topics every `TICK_S` and hands each to a small pool (a topic's commits never
+overlap: `JournalTopic.commit_lock`). A commit is planned against the table's log end offsets
+(planner.py): entries the table already holds are dropped, those from the log end on are appended with
+`expect_bases`, so the log refuses rather than move them. After it, the entries leave memory (fetches read
+the table, whose tail cache the append filled) and the journal deletes objects whose entries are all in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from lakelog.platform.errors import LakelogError, OffsetsMoved
+from lakelog.platform.journal.table_commit import commit_entries
+from lakelog.platform.journal.topic_state import JournalTopic
+from lakelog.platform.journal.writer import JournalWriter
+from lakelog.platform.storage import STORAGE_ERRORS
+
+if TYPE_CHECKING:
+    from lakelog.platform.open_topic import OpenTopic
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.05
+
+
+class TableCommitter:
+    def __init__(self, journal: JournalWriter, workers: int = 4) -> None:
+        self.journal = journal
+        self.commits = 0
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lakelog-table-commit")
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lakelog-table-committer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._closed.wait(TICK_S):
+            now = time.monotonic()
+            for opened in self.journal.topics_with_entries():
+                config = opened.meta.config
+                state: JournalTopic = opened.journal  # type: ignore[assignment]
+                if state.due(now, config.table_commit_interval_ms, config.table_commit_bytes):
+                    self._start(opened)
+
+    def _start(self, opened: "OpenTopic") -> None:
+        with self._lock:
+            if opened.meta.name in self._busy:
+                return
+            self._busy.add(opened.meta.name)
+        try:
+            self._pool.submit(self._commit_in_background, opened)
+        except RuntimeError:  # shutting down
+            with self._lock:
+                self._busy.discard(opened.meta.name)
+
+    def _commit_in_background(self, opened: "OpenTopic") -> None:
+        try:
+            self.commit_topic(opened)
+        except (LakelogError, *STORAGE_ERRORS) as exc:
+            log.warning("table commit of %s from the journal failed (tried again): %s", opened.meta.name, exc)
+        except Exception:
+            log.exception("table commit of %s from the journal failed (tried again)", opened.meta.name)
+        finally:
+            with self._lock:
+                self._busy.discard(opened.meta.name)
+
+    def commit_topic(self, opened: "OpenTopic") -> None:
+        """Commit every acknowledged entry of the topic now (also the exactly-once path's first step)."""
+        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        with state.commit_lock:
+            items = state.pending()
+            if not items:
+                return
+            try:
+                done = commit_entries(opened, items)
+            except OffsetsMoved:  # another writer (a taker's replay) committed some: plan again on the log now
+                opened.log.refresh()
+                done = commit_entries(opened, items)
+            self.commits += 1
+            state.drop(done)
+            self.journal.committed_entries(done)
+
+    def commit_all(self) -> None:
+        """Commit every topic's acknowledged entries now, on this thread (a flush, a clean shutdown)."""
+        for opened in self.journal.topics_with_entries():
+            try:
+                self.commit_topic(opened)
+            except (LakelogError, *STORAGE_ERRORS) as exc:
+                log.warning("table commit of %s from the journal failed: %s", opened.meta.name, exc)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join()
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,138 @@
+"""The node journal as a broker uses it: start (probe, replay, then writer and committer), produce, the
+exactly-once door, flush and close. Built only with `journal_enable` (LAKELOG_JOURNAL_ENABLE); refused with
+replication sites (the copies follow table commits; acks=all across sites over the journal is not built).
+Several nodes (or processes) on one root each claim a topic's epoch before writing it (claims.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from lakelog.platform.errors import StorageUnavailable
+from lakelog.platform.journal.claims import epochs_path
+from lakelog.platform.journal.committer import TableCommitter
+from lakelog.platform.journal.errors import JournalRefused
+from lakelog.platform.journal.objects import JOURNAL
+from lakelog.platform.journal.recovery import Replayed, replay
+from lakelog.platform.journal.table_commit import commit_entries
+from lakelog.platform.journal.topic_state import JournalTopic
+from lakelog.platform.journal.writer import JournalWriter
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
+from lakelog.platform.writer import PendingProduce
+from lakelog.settings import CoreSettings
+
+if TYPE_CHECKING:
+    from lakelog.platform.open_topic import OpenTopic
+
+log = logging.getLogger(__name__)
+
+NOT_BUILT_WITH_SITES = ("the node journal (log.journal.enable) is not built for replication sites (their "
+                        "copies follow the table commits); turn one of them off")
+
+
+def refuse(where: str) -> JournalRefused:
+    log.error("journal refused: %s", where)
+    return JournalRefused(f"{NOT_BUILT_WITH_SITES} ({where})")
+
+
+class NodeJournal:
+    def __init__(self, storage: Storage, settings: CoreSettings, committed: threading.Condition,
+                 open_topic: Callable[[str], "OpenTopic | None"]) -> None:
+        """`open_topic`: a topic's machinery opened apart from the broker's (for the replay; closed after),
+        None when the topic does not exist. Replays the node's journal before taking any call."""
+        if settings.sites:
+            raise refuse("sites are configured")
+        self.node = settings.journal_node
+        probe_create_only(storage)
+        self.replayed: Replayed = replay_own(storage, self.node, open_topic)
+        self.writer = JournalWriter(storage, self.node, settings.journal_linger_ms, settings.batch_bytes, committed)
+        self.committer = TableCommitter(self.writer)
+
+    @staticmethod
+    def attach(opened: "OpenTopic") -> None:
+        """Make an opened topic's offsets the journal's (set before its first produce call)."""
+        opened.journal = JournalTopic(opened.meta.name, opened.log.log_end_offset)
+        opened.log.journaled = True
+
+    def submit(self, opened: "OpenTopic", pending: PendingProduce) -> Future:
+        return self.writer.submit(opened, pending)
+
+    @contextmanager
+    def exclusive(self, opened: "OpenTopic") -> Iterator[None]:
+        """A direct table commit of the topic (an exactly-once append): its acknowledged entries committed
+        first, and no journal flush assigns its offsets meanwhile; the offsets are read from the table after."""
+        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        with state.commit_lock, state.lock:  # in the committer's order: commit_lock first
+            self.writer.claim(opened, state)  # no other writer assigns the topic's offsets from memory now
+            self.committer.commit_topic(opened)
+            if state.pending():
+                raise StorageUnavailable(f"acknowledged journal entries of {opened.meta.name!r} could not be "
+                                         "committed to its table first; retry")
+            try:
+                yield
+            finally:
+                state.reset()
+
+    def forget_topic(self, opened: "OpenTopic") -> None:
+        """A deleted topic: its entries count as committed (their objects may go)."""
+        state: JournalTopic | None = opened.journal
+        if state is not None:
+            items = state.pending()
+            state.drop(items)
+            self.writer.committed_entries(items)
+        self.writer.forget_topic(opened.meta.name)
+        try:  # a topic created again under the name starts from no epoch: nothing of this one is replayed into it
+            self.writer.storage.delete_tree(self.writer.storage.uri(epochs_path(opened.meta.name)))
+        except STORAGE_ERRORS as exc:
+            log.warning("epochs of the deleted topic %s not deleted: %s", opened.meta.name, exc)
+
+    def expire(self, now: float) -> None:
+        self.writer.expire(now)
+
+    def flush(self) -> None:
+        """Every call so far acknowledged, and committed to its table."""
+        self.writer.drain()
+        self.committer.commit_all()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.committer.close()
+        self.committer.commit_all()
+        self.writer.seal()
+
+
+def probe_create_only(storage: Storage) -> None:
+    """Refuse to start on a store that ignores put-if-absent (answers success to both of two creates of one
+    key): fencing and the journal's slots would silently break there (docs/architecture.md, "Is S3's
+    put-if-absent enough?"). Two PUTs and a delete per start."""
+    uri = storage.uri(JOURNAL, "probe", uuid.uuid4().hex)
+    first, second = storage.put_if_absent(uri, b"1"), storage.put_if_absent(uri, b"2")
+    try:
+        storage.delete_files([uri])
+    except STORAGE_ERRORS as exc:  # a stray probe object is harmless
+        log.warning("journal probe %s not deleted: %s", uri, exc)
+    if not first or second:
+        log.error("journal refused: the store at %s does not honour create-only writes", storage.root)
+        raise JournalRefused(f"the store at {storage.root} does not honour create-only writes (If-None-Match: *): "
+                             "the node journal cannot run on it")
+
+
+def replay_own(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic | None"]) -> Replayed:
+    opened: list["OpenTopic"] = []
+
+    def open_once(name: str) -> "OpenTopic | None":
+        topic = open_topic(name)
+        if topic is not None:
+            opened.append(topic)
+        return topic
+
+    try:
+        return replay(storage, node, open_once, commit_entries)
+    finally:
+        for topic in opened:
+            topic.close()

@@ -1,0 +1,69 @@
+"""Journal entries into a topic's table at their own offsets: the committer's (entries past a gap wait)
+and a takeover's or a start's replay (a gap or an overlap is an error: nothing else will fill it)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakelog.platform.deadline import Deadline
+from lakelog.platform.errors import OffsetsMoved
+from lakelog.platform.journal.errors import JournalReplayFailed
+from lakelog.platform.journal.planner import plan_commit
+from lakelog.platform.journal.topic_state import Acknowledged
+
+if TYPE_CHECKING:
+    from lakelog.platform.open_topic import OpenTopic
+
+log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_MS = 60_000  # one attempt's bound; a commit that fails is tried again next tick
+REPLAN_ATTEMPTS = 5
+
+
+def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+    """Put these acknowledged entries of one topic into its table at their offsets; answers the entries now
+    there (committed or found there). Raises if the table cannot take them (left for the next try)."""
+    topic_log = opened.log
+    by_entry = {id(item.entry): item for item in items}
+    ends = {item.entry.partition: topic_log.log_end_offset(item.entry.partition) for item in items}
+    plan = plan_commit(ends, [item.entry for item in items])
+    if plan.conflicting:
+        log.error("journal entries of %s overlap records already in its table (another writer?): %s",
+                  opened.meta.name, plan.conflicting[:3])
+    done = [by_entry[id(e)] for e in plan.skip]
+    if plan.commit:
+        table = pa.concat_tables([by_entry[id(e)].records for e in plan.commit])
+        partitions = table.column("partition").to_numpy()
+        producer_ids = frozenset(int(p) for p in table.column("producer_id").drop_null().to_pylist())
+        topic_log.append(table.drop_columns(["partition"]), partitions, Deadline.after_ms(COMMIT_TIMEOUT_MS),
+                         producer_ids=producer_ids, expect_bases=plan.bases())
+        done.extend(by_entry[id(e)] for e in plan.commit)
+        opened.writer.notify_committed()
+    return done
+
+
+def replay_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+    """Every entry into the table, or `JournalReplayFailed` and nothing committed. Another writer committing
+    the same entries meanwhile (the fenced one's committer) only makes it plan again."""
+    for _ in range(REPLAN_ATTEMPTS - 1):
+        try:
+            return _replay_once(opened, items)
+        except OffsetsMoved:
+            opened.log.refresh()
+    return _replay_once(opened, items)
+
+
+def _replay_once(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+    ends = {i.entry.partition: opened.log.log_end_offset(i.entry.partition) for i in items}
+    plan = plan_commit(ends, [i.entry for i in items])
+    if plan.blocked or plan.conflicting:
+        bad = (plan.blocked + plan.conflicting)[0]
+        log.error("journal replay into %s refused: %s (table ends at %s)", opened.meta.name, bad,
+                  ends.get(bad.partition))
+        raise JournalReplayFailed(
+            f"journal entry {bad} cannot be placed: the table of {opened.meta.name!r} ends at "
+            f"{ends.get(bad.partition)} (a gap before it or other records at its offsets)")
+    return commit_entries(opened, items)

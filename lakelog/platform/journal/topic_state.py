@@ -1,0 +1,116 @@
+"""One topic's journal state on its leader: the offsets assigned so far and the acknowledged records not
+yet in the table (served to fetches from memory until the table commit).
+
+Threads: the journal's flush thread assigns offsets and adds entries holding `lock` from the assignment
+until the journal object is durable (so an exactly-once append, which takes it too, never sees offsets
+in flight); the committer takes `lock` only to copy or drop entries, and serialises its commits with
+`commit_lock`; fetches read under `lock`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import pyarrow as pa
+
+from lakelog.platform.journal.objects import Entry
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """An entry of a durable journal object, with its records (TOPIC_SCHEMA, dense offsets)."""
+
+    generation: tuple[str, int]  # (run, slot) of the journal object
+    entry: Entry
+    records: pa.Table
+
+
+class JournalTopic:
+    def __init__(self, name: str, table_end: Callable[[int], int]) -> None:
+        """`table_end`: the topic table's log end offset of a partition (where its offsets start)."""
+        self.name = name
+        self._table_end = table_end
+        self.lock = threading.RLock()
+        self.commit_lock = threading.RLock()  # taken before `lock` by whoever takes both
+        self._next: dict[int, int] = {}  # the next offset to assign, per partition used since opened
+        self._pending: list[Acknowledged] = []
+        self.pending_bytes = 0
+        self.oldest_at: float | None = None  # monotonic time of the oldest pending entry's acknowledgement
+        self.claimed_by: str | None = None  # the writer's generation (run) holding the topic's latest epoch
+
+    def claimed(self, run: str, keep_offsets: bool) -> None:
+        """The topic's epoch is the generation's: offsets continue from this writer's own (`keep_offsets`),
+        else from the table's end (the previous holder's entries were replayed into it)."""
+        with self.lock:
+            self.claimed_by = run
+            if not keep_offsets:
+                self._next.clear()
+
+    def next_offset(self, partition: int) -> int:
+        with self.lock:
+            if partition not in self._next:
+                self._next[partition] = self._table_end(partition)
+            return self._next[partition]
+
+    def acknowledged(self, items: list[Acknowledged]) -> None:
+        """Entries now durable (their offsets from `next_offset`): offsets advance, records served."""
+        with self.lock:
+            for item in items:
+                self._next[item.entry.partition] = max(self.next_offset(item.entry.partition), item.entry.end)
+                self._pending.append(item)
+                self.pending_bytes += item.records.nbytes
+            if items and self.oldest_at is None:
+                self.oldest_at = time.monotonic()
+
+    def reset(self) -> None:
+        """Forget assigned offsets (nothing pending): they are read from the table again on next use."""
+        with self.lock:
+            if not self._pending:
+                self._next.clear()
+
+    def pending(self) -> list[Acknowledged]:
+        with self.lock:
+            return list(self._pending)
+
+    def drop(self, done: list[Acknowledged]) -> None:
+        """Entries now in the table (or found there): no longer served from memory."""
+        gone = {id(item) for item in done}
+        with self.lock:
+            self._pending = [item for item in self._pending if id(item) not in gone]
+            self.pending_bytes = sum(item.records.nbytes for item in self._pending)
+            self.oldest_at = time.monotonic() if self._pending else None  # what stays waits a new interval
+
+    def due(self, now: float, interval_ms: int, commit_bytes: int) -> bool:
+        with self.lock:
+            if not self._pending:
+                return False
+            waited = now - (self.oldest_at or now)
+            return waited * 1000 >= interval_ms or self.pending_bytes >= commit_bytes
+
+    # ---- reads ---------------------------------------------------------------
+
+    def end(self, partition: int) -> int:
+        """The log end offset consumers see: past every acknowledged record (0 if none assigned here)."""
+        with self.lock:
+            return self._next.get(partition, 0)
+
+    def read(self, partition: int, offset: int, max_records: int) -> pa.Table | None:
+        """Acknowledged, uncommitted records of `partition` from `offset` on (TOPIC_SCHEMA); None when
+        `offset` is not among them."""
+        with self.lock:
+            items = sorted((i for i in self._pending if i.entry.partition == partition), key=lambda i: i.entry.base)
+        pieces, want, at = [], max_records, offset
+        for item in items:
+            entry = item.entry
+            if entry.end <= at:
+                continue
+            if entry.base > at or want <= 0:
+                break
+            piece = item.records.slice(at - entry.base, want)
+            pieces.append(piece)
+            want -= piece.num_rows
+            at += piece.num_rows
+        return pa.concat_tables(pieces) if pieces else None
