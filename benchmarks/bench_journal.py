@@ -1,11 +1,19 @@
-"""The node journal against a commit per topic (issue 26): PUT/s and produce latency at 30 topics.
+"""The node journal against a commit per topic (issue 26): object requests and produce latency at 1, 30
+and 300 topics, and what idle topics cost; journal on and off side by side in one run.
 
 moto's S3 server behind the delaying, counting proxy (tests/s3_latency.py) at a 30 ms round trip. The
-topics are created and opened with no added delay (topic admin is measured in bench_s3), then 100 produce calls a
-second of one 100-byte record each, round-robin over the topics, issued on their own threads so a slow
-call does not hold back the next. With the journal on, `table.commit.interval.ms` is 5 s, so the window
-holds table commits too. PUT/s counts every PUT (journal objects, data files, commit files, checkpoints)
-over the measured window.
+topics are created once (one root, no added delay: topic admin is measured in bench_s3); each measured
+point is its own broker, which opens its topics (a first produce each) and commits them with no delay
+either, then takes 100 produce calls a second of one 100-byte record each, round-robin over the topics,
+issued on their own threads so a slow call does not hold back the next. With the journal on,
+`table.commit.interval.ms` is 5 s (the default is 10 s), so the window holds table commits too. Every
+object request is counted over the measured window, which ends once every call is acknowledged (journal
+on: durable in the journal; off: committed): PUTs (journal objects, data files, commit files,
+checkpoints, epoch claims) and the others (GET, HEAD, LIST, DELETE). Idle: before the 300-topic load,
+10 s with the topics opened and committed and no call. Each PUT/s figure's note says how many calls were
+acknowledged a second (below 100 when the node did not keep up: PUT/s is then what it managed, and PUTs
+per call scale it to the offered rate) and, journal on, the journal's PUTs and the table commits a second.
+The journal-off points run first, so each journal-on broker meets tables the previous brokers left committed.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Callable
 
 import boto3
@@ -22,86 +31,216 @@ from benchmarks.common import Figure, percentile
 from lakelog.platform import Broker, Record
 from lakelog.settings import Settings
 from tests.conftest import S3Endpoint, free_port, start_moto
-from tests.s3_latency import S3_STANDARD, DelayProxy
+from tests.s3_latency import KINDS, S3_STANDARD, DelayProxy
 
 SUITE = "journal"
 BUCKET = "lakelog-bench-journal"
-TOPICS = 30
+TOPIC_COUNTS = (1, 30, 300)
 RATE = 100.0  # produce calls a second
 COMMIT_INTERVAL_MS = 5_000
-PUT_TARGET = 25.0  # PUT/s at 100 calls/s over 30 topics (issue 26)
+WARMUP_S = 2.0
+IDLE_S = 10.0
+PUT_TARGET = 25.0  # PUT/s at 100 calls/s over 30 and over 300 topics (issue 26)
+P50_TARGET, P99_TARGET = 100.0, 250.0  # produce latency (ms) at 1, 30 and 300 topics (issue 26)
+OTHER_KINDS = ("get", "head", "list", "delete", "other")
 
 
-def bench_many_topics(endpoint: S3Endpoint, proxy: DelayProxy, journal: bool, seconds: float,
-                      topics: int = TOPICS) -> dict[str, float]:
-    """PUT/s and produce latency (ms) of `seconds` of load after a warm-up of 2 s."""
-    proxy.delay = 0.0
-    settings = Settings(root=endpoint.root(), storage=endpoint.options, linger_ms=5, journal_enable=journal)
-    with Broker(settings) as broker:
-        names = [f"bench-{n}" for n in range(topics)]
-        for name in names:  # created and opened (a first produce) before the delay: admin is not measured
+@dataclass
+class Window:
+    """The object requests of one measured window, by kind."""
+
+    counts: dict[str, int]
+    journal_puts: int  # PUTs of keys under _journal/ (journal objects, epoch claims, the start probe)
+    seconds: float
+
+    @property
+    def put_s(self) -> float:
+        return (self.counts["put_data"] + self.counts["put_log"]) / self.seconds
+
+    @property
+    def journal_put_s(self) -> float:
+        return self.journal_puts / self.seconds
+
+    @property
+    def other_s(self) -> float:
+        return sum(self.counts[k] for k in OTHER_KINDS) / self.seconds
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.counts.values()) / self.seconds
+
+    def other_note(self) -> str:
+        return ", ".join(f"{k} {self.counts[k] / self.seconds:.1f}/s" for k in OTHER_KINDS if self.counts[k])
+
+
+@dataclass
+class Point:
+    topics: int
+    journal: bool
+    window: Window
+    p50: float
+    p99: float
+    calls: int  # acknowledged in the window (offered: RATE a second)
+    table_commits: int  # journal on: table commits behind the journal in the window
+
+
+def counted(proxy: DelayProxy, since: int, seconds: float) -> Window:
+    requests = proxy.counter.requests(since=since)
+    counts = {kind: 0 for kind in KINDS}
+    for r in requests:
+        counts[r.kind] += 1
+    journal_puts = sum(1 for r in requests if r.kind.startswith("put") and "/_journal/" in r.target)
+    return Window(counts, journal_puts, seconds)
+
+
+def names_of(topics: int) -> list[str]:
+    return [f"bench-{n}" for n in range(topics)]
+
+
+def settings_of(root: str, endpoint: S3Endpoint, journal: bool) -> Settings:
+    return Settings(root=root, storage=endpoint.options, linger_ms=5, journal_enable=journal)
+
+
+def create_topics(root: str, endpoint: S3Endpoint, topics: int) -> None:
+    with Broker(settings_of(root, endpoint, journal=False)) as broker:
+        for name in names_of(topics):
             broker.create_topic(name, 1, {"table.commit.interval.ms": COMMIT_INTERVAL_MS})
-            broker.produce(name, [Record(b"warm")])
+
+
+def open_topics(broker: Broker, names: list[str]) -> None:
+    """A first produce to each topic, then everything committed: no table commit of the opening is left
+    for the measured window."""
+    for name in names:
+        broker.produce(name, [Record(b"warm")])
+    broker.flush()
+
+
+def load(broker: Broker, names: list[str], duration: float, latencies: list[float] | None) -> None:
+    """`RATE` calls a second for `duration` s, round-robin over `names`; each call's latency (s) appended."""
+    lock = threading.Lock()
+
+    def record_latency(started: float) -> Callable[[Future], None]:
+        def done(future: Future) -> None:
+            future.result()
+            with lock:
+                latencies.append(time.perf_counter() - started)  # type: ignore[union-attr]
+        return done
+
+    start = time.perf_counter()
+    i = 0
+    while (now := time.perf_counter()) - start < duration:
+        time.sleep(max(0.0, start + i / RATE - now))
+        future = broker.produce_async(names[i % len(names)], [Record(b"v" * 100, key=b"k%d" % i)])
+        if latencies is not None:
+            future.add_done_callback(record_latency(time.perf_counter()))
+        i += 1
+
+
+def bench_point(root: str, endpoint: S3Endpoint, proxy: DelayProxy, journal: bool, topics: int,
+                seconds: float, idle_s: float = 0.0) -> tuple[Point, Window | None]:
+    """Object requests and produce latency (ms) over `seconds` of load after a warm-up of `WARMUP_S`; with
+    `idle_s`, first the object requests over that long with the topics opened and committed, and no call."""
+    proxy.delay = 0.0
+    names = names_of(topics)
+    with Broker(settings_of(root, endpoint, journal)) as broker:
+        open_topics(broker, names)
         proxy.delay = S3_STANDARD
+        idle = None
+        if idle_s:
+            since, started = proxy.counter.position(), time.perf_counter()
+            time.sleep(idle_s)
+            idle = counted(proxy, since, time.perf_counter() - started)
         latencies: list[float] = []
-        lock = threading.Lock()
-
-        def record_latency(started: float) -> Callable[[Future], None]:
-            def done(future: Future) -> None:
-                future.result()
-                with lock:
-                    latencies.append(time.perf_counter() - started)
-            return done
-
-        def load(duration: float, measured: bool) -> None:
-            start = time.perf_counter()
-            i = 0
-            while (now := time.perf_counter()) - start < duration:
-                time.sleep(max(0.0, start + i / RATE - now))
-                future = broker.produce_async(names[i % topics], [Record(b"v" * 100, key=b"k%d" % i)])
-                if measured:
-                    future.add_done_callback(record_latency(time.perf_counter()))
-                i += 1
-
-        load(2.0, measured=False)
-        before = proxy.counter.snapshot()
+        load(broker, names, WARMUP_S, None)
+        since = proxy.counter.position()
+        commits = broker.journal.committer.commits if journal else 0  # type: ignore[union-attr]
         started = time.perf_counter()
-        load(seconds, measured=True)
+        load(broker, names, seconds, latencies)
         broker.flush() if not journal else broker.journal.writer.drain()  # type: ignore[union-attr]
-        elapsed = time.perf_counter() - started
-        after = proxy.counter.snapshot()
+        window = counted(proxy, since, time.perf_counter() - started)
+        commits = broker.journal.committer.commits - commits if journal else 0  # type: ignore[union-attr]
         proxy.delay = 0.0
-    puts = (after["put_data"] + after["put_log"]) - (before["put_data"] + before["put_log"])
-    return {"put_s": puts / elapsed, "p50": percentile(latencies, 50) * 1000, "p99": percentile(latencies, 99) * 1000,
-            "calls": len(latencies)}
+    point = Point(topics, journal, window, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
+                  len(latencies), commits)
+    return point, idle
+
+
+def point_figures(on: Point, off: Point) -> list[Figure]:
+    """One topic count, journal off then on; ratios are on / off."""
+    figures: list[Figure] = []
+    put_target = on.topics in (30, 300)
+    for p in (off, on):
+        where = f"{p.topics} topic{'s' if p.topics > 1 else ''}, {RATE:.0f} calls/s, 30 ms RTT, " \
+                f"journal {'on' if p.journal else 'off'}"
+        judged = p.journal
+        w = p.window
+        figures += [
+            Figure(SUITE, f"PUT/s, {where}", w.put_s, "PUT/s",
+                   f"<= {PUT_TARGET:.0f}" if judged and put_target else "",
+                   w.put_s <= PUT_TARGET if judged and put_target else None,
+                   ratio=w.put_s / off.window.put_s if judged else None,
+                   note=f"{p.calls} calls acknowledged over {w.seconds:.1f} s, {p.calls / w.seconds:.0f}/s; "
+                        + (f"journal PUTs {w.journal_put_s:.1f}/s, table commits {p.table_commits / w.seconds:.1f}/s"
+                           if p.journal else f"{w.put_s * w.seconds / max(p.calls, 1):.2f} PUTs per call")),
+            Figure(SUITE, f"other object requests/s, {where}", w.other_s, "req/s",
+                   ratio=w.other_s / off.window.other_s if judged and off.window.other_s else None,
+                   note=w.other_note()),
+            Figure(SUITE, f"produce p50, {where}", p.p50, "ms", f"<= {P50_TARGET:.0f} ms" if judged else "",
+                   p.p50 <= P50_TARGET if judged else None, ratio=p.p50 / off.p50 if judged else None),
+            Figure(SUITE, f"produce p99, {where}", p.p99, "ms", f"<= {P99_TARGET:.0f} ms" if judged else "",
+                   p.p99 <= P99_TARGET if judged else None, ratio=p.p99 / off.p99 if judged else None),
+        ]
+    return figures
+
+
+def idle_figures(on: Window, off: Window, topics: int) -> list[Figure]:
+    return [
+        Figure(SUITE, f"object requests/s, {topics} idle topics, journal off", off.total_s, "req/s",
+               note=f"over {off.seconds:.0f} s; PUT {off.put_s:.1f}/s"
+                    + (f", {off.other_note()}" if off.other_s else "")),
+        Figure(SUITE, f"object requests/s, {topics} idle topics, journal on", on.total_s, "req/s", "0 (cost nothing)",
+               on.total_s == 0,
+               note=f"over {on.seconds:.0f} s; PUT {on.put_s:.1f}/s" + (f", {on.other_note()}" if on.other_s else "")),
+    ]
+
+
+def windows(quick: bool) -> dict[tuple[bool, int], float]:
+    """Seconds measured per point: shorter for the 300-topic journal-off point (every call its own
+    commit, the slowest and least interesting)."""
+    full = 6.0 if quick else 15.0
+    return {(journal, topics): (full / 2 if not journal and topics == max(TOPIC_COUNTS) else full)
+            for journal in (False, True) for topics in TOPIC_COUNTS}
 
 
 def run(console: Console, quick: bool = False) -> list[Figure]:
-    seconds = 6.0 if quick else 15.0
     port = free_port()
     moto = start_moto(port)
+    seconds = windows(quick)
     figures: list[Figure] = []
     try:
         boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                      aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket=BUCKET)
         with DelayProxy(port) as proxy:
             endpoint = S3Endpoint(proxy.port, BUCKET)
-            results = {}
+            root = endpoint.root()
+            most = max(TOPIC_COUNTS)
+            console.log(f"journal: creating {most} topics")
+            create_topics(root, endpoint, most)
+            points: dict[tuple[bool, int], Point] = {}
+            idle: dict[bool, Window] = {}
             for journal in (False, True):
                 label = "journal on" if journal else "journal off"
-                console.log(f"journal: {TOPICS} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}")
-                results[label] = bench_many_topics(endpoint, proxy, journal, seconds)
-            for label, r in results.items():
-                on = label == "journal on"
-                where = f"{TOPICS} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}"
-                figures += [
-                    Figure(SUITE, f"PUT/s, {where}", r["put_s"], "PUT/s", f"<= {PUT_TARGET:.0f}" if on else "",
-                           r["put_s"] <= PUT_TARGET if on else None, note=f"{r['calls']:.0f} calls"),
-                    Figure(SUITE, f"produce p50, {where}", r["p50"], "ms", "<= 100 ms" if on else "",
-                           r["p50"] <= 100 if on else None),
-                    Figure(SUITE, f"produce p99, {where}", r["p99"], "ms", "<= 250 ms" if on else "",
-                           r["p99"] <= 250 if on else None),
-                ]
+                for topics in TOPIC_COUNTS:
+                    console.log(f"journal: {topics} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}"
+                                + (f", after {IDLE_S:.0f} s idle" if topics == most else ""))
+                    points[journal, topics], window = bench_point(
+                        root, endpoint, proxy, journal, topics, seconds[journal, topics],
+                        IDLE_S if topics == most else 0.0)
+                    if window is not None:
+                        idle[journal] = window
+            for topics in TOPIC_COUNTS:
+                figures += point_figures(points[True, topics], points[False, topics])
+            figures += idle_figures(idle[True], idle[False], most)
     finally:
         moto.stdin.close()  # type: ignore[union-attr]
         moto.kill()
@@ -111,4 +250,5 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
 
 if __name__ == "__main__":  # one run of this suite alone, printed (RESULTS.md is left alone)
     for figure in run(Console(stderr=True)):
-        print(f"{figure.name}: {figure.value:.1f} {figure.unit} (target {figure.target or '-'}, met {figure.met})")
+        print(f"{figure.name}: {figure.value:.1f} {figure.unit} (target {figure.target or '-'}, met {figure.met}, "
+              f"ratio {figure.ratio}) {figure.note}")
