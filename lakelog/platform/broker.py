@@ -177,10 +177,12 @@ class Broker(Producing):
     def topic_log(self, name: str) -> TopicLog:
         return self._open(name).log
 
-    def _update_meta(self, meta: TopicMeta) -> None:
+    def _update_meta(self, meta: TopicMeta, opened: OpenTopic | None = None) -> None:
+        """An opened topic's meta moves only forward (by the catalog's revision, one per change): two
+        changes made at once on this node may answer in either order (a partition count never shrinks)."""
         with self._lock:
-            opened = self._topics.get(meta.name)
-            if opened is not None:
+            opened = opened or self._topics.get(meta.name)
+            if opened is not None and meta.revision >= opened.meta.revision:
                 opened.meta = meta
 
     def _open(self, name: str) -> OpenTopic:
@@ -219,8 +221,8 @@ class Broker(Producing):
     def _partition_check(self, topic: OpenTopic, partition: int) -> None:
         if not isinstance(partition, int) or not 0 <= partition < topic.meta.partitions:
             self.catalog.refresh()  # partitions may have been added by another node
-            meta = self.catalog.get(topic.meta.name)
-            topic.meta = meta
+            self._update_meta(self.catalog.get(topic.meta.name), topic)
+            meta = topic.meta
             if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
                 raise UnknownTopicOrPartition(
                     f"unknown partition {partition!r} of topic {meta.name!r} (partitions 0..{meta.partitions - 1})"

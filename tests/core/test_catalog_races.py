@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,6 +15,7 @@ from lakelog.platform.log import TopicLog
 from lakelog.settings import Settings
 from log_check import assert_topic_intact
 from together import run_together
+from tests.patience import STUCK_S
 
 # A process that waits for "go" on stdin, runs one admin call, and prints its outcome as JSON.
 ADMIN_PROCESS = """
@@ -103,6 +105,33 @@ def test_partition_counts_never_decrease_on_one_node(local_broker: Broker) -> No
     total = local_broker.topic("grow").partitions
     local_broker.produce("grow", [Record(b"x", partition=p) for p in range(total)])
     assert sorted(assert_topic_intact(local_broker.settings.root, "grow")) == list(range(total))
+
+
+def test_two_changes_answered_out_of_order_leave_the_later_count(local_broker: Broker) -> None:
+    """The catalog commits +3 first and +7 second, but the +3 caller is slower to hand its answer to the
+    broker (a loaded machine's scheduling, as in a fresh-clone run): the topic must not shrink back."""
+    local_broker.create_topic("grow", 1)
+    assert local_broker.topic("grow").partitions == 1  # opened: the broker holds its meta from here
+    add = local_broker.catalog.add_partitions
+    later_answered = threading.Event()
+
+    def slow_first(name: str, total: int):
+        meta = add(name, total)
+        if total == 4:
+            later_answered.wait(STUCK_S)
+        return meta
+
+    local_broker.catalog.add_partitions = slow_first  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(local_broker.add_partitions, "grow", 4)
+        deadline = time.monotonic() + STUCK_S
+        while local_broker.catalog.get("grow").partitions != 4:  # +3 committed, its answer held back
+            assert time.monotonic() < deadline and not first.done(), "the first change did not commit"
+            time.sleep(0.01)
+        assert local_broker.add_partitions("grow", 8).partitions == 8
+        later_answered.set()
+        assert first.result(STUCK_S).partitions == 4
+    assert local_broker.topic("grow").partitions == 8
 
 
 def test_creating_a_topic_never_deletes_an_existing_table(local_broker: Broker) -> None:

@@ -209,10 +209,12 @@ class JournalWriter:
         if landed is not True:
             error = landed if landed is not False else JournalFenced(
                 f"journal generation {run} of node {self.node} was fenced at slot {slot}: not acknowledged")
-            for part in prepared:
-                for pending in part.accepted:
-                    fail(pending.future, error)
-            self._open_generation()
+            try:
+                self._open_generation()  # before the callers hear of it: their retries go to the new one
+            finally:
+                for part in prepared:
+                    for pending in part.accepted:
+                        fail(pending.future, error)
             return
         self.puts += 1
         self.slot = slot + 1
