@@ -24,13 +24,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable
 
-import boto3
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile
+from benchmarks.common import Figure, percentile, s3_behind_proxy
 from lakelog.platform import Broker, Record
 from lakelog.settings import Settings
-from tests.conftest import S3Endpoint, free_port, start_moto
+from tests.conftest import S3Endpoint
 from tests.s3_latency import KINDS, S3_STANDARD, DelayProxy
 
 SUITE = "journal"
@@ -213,38 +212,29 @@ def windows(quick: bool) -> dict[tuple[bool, int], float]:
 
 
 def run(console: Console, quick: bool = False) -> list[Figure]:
-    port = free_port()
-    moto = start_moto(port)
     seconds = windows(quick)
     figures: list[Figure] = []
-    try:
-        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                     aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket=BUCKET)
-        with DelayProxy(port) as proxy:
-            endpoint = S3Endpoint(proxy.port, BUCKET)
-            root = endpoint.root()
-            most = max(TOPIC_COUNTS)
-            console.log(f"journal: creating {most} topics")
-            create_topics(root, endpoint, most)
-            points: dict[tuple[bool, int], Point] = {}
-            idle: dict[bool, Window] = {}
-            for journal in (False, True):
-                label = "journal on" if journal else "journal off"
-                for topics in TOPIC_COUNTS:
-                    console.log(f"journal: {topics} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}"
-                                + (f", after {IDLE_S:.0f} s idle" if topics == most else ""))
-                    points[journal, topics], window = bench_point(
-                        root, endpoint, proxy, journal, topics, seconds[journal, topics],
-                        IDLE_S if topics == most else 0.0)
-                    if window is not None:
-                        idle[journal] = window
+    with s3_behind_proxy(BUCKET) as proxy:
+        endpoint = S3Endpoint(proxy.port, BUCKET)
+        root = endpoint.root()
+        most = max(TOPIC_COUNTS)
+        console.log(f"journal: creating {most} topics")
+        create_topics(root, endpoint, most)
+        points: dict[tuple[bool, int], Point] = {}
+        idle: dict[bool, Window] = {}
+        for journal in (False, True):
+            label = "journal on" if journal else "journal off"
             for topics in TOPIC_COUNTS:
-                figures += point_figures(points[True, topics], points[False, topics])
-            figures += idle_figures(idle[True], idle[False], most)
-    finally:
-        moto.stdin.close()  # type: ignore[union-attr]
-        moto.kill()
-        moto.wait()
+                console.log(f"journal: {topics} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}"
+                            + (f", after {IDLE_S:.0f} s idle" if topics == most else ""))
+                points[journal, topics], window = bench_point(
+                    root, endpoint, proxy, journal, topics, seconds[journal, topics],
+                    IDLE_S if topics == most else 0.0)
+                if window is not None:
+                    idle[journal] = window
+        for topics in TOPIC_COUNTS:
+            figures += point_figures(points[True, topics], points[False, topics])
+        figures += idle_figures(idle[True], idle[False], most)
     return figures
 
 

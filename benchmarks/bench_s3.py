@@ -15,16 +15,15 @@ import threading
 import time
 from urllib.parse import quote
 
-import boto3
 from rich.console import Console
 
-from benchmarks.common import Figure, percentile, server_heap
+from benchmarks.common import Figure, percentile, s3_behind_proxy, server_heap
 from lakelog.platform import Broker, Record
 from lakelog.platform.catalog_table import SNAPSHOT_DIR
 from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.settings import Settings
-from tests.conftest import S3Endpoint, free_port, start_moto
+from tests.conftest import S3Endpoint
 from tests.s3_latency import KINDS, S3_EXPRESS, S3_STANDARD, Counted, DelayProxy, Request
 
 SUITE = "s3"
@@ -195,38 +194,29 @@ def _request_figures(partitions: int, counted: list[Counted], versions: list[int
 def run(console: Console, quick: bool = False) -> list[Figure]:
     figures: list[Figure] = []
     samples = {8: 10, 64: 6} if quick else {8: 60, 64: 60}  # at 30 ms RTT, 60 calls are about 6 s
-    port = free_port()
-    moto = start_moto(port)
-    try:
-        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                     aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket=BUCKET)
-        with DelayProxy(port) as proxy:
-            endpoint = S3Endpoint(proxy.port, BUCKET)
-            for preset in PRESETS:
-                proxy.delay = preset
-                for partitions in PARTITION_COUNTS:
-                    console.log(f"s3: produce, {partitions} partitions, {PRESETS[preset]}")
-                    latencies, counted, versions = bench_produce(endpoint, proxy, partitions, samples[partitions])
-                    figures += _produce_figures(preset, partitions, latencies)
-                    if preset == S3_STANDARD:  # the counts do not depend on the delay
-                        figures += _request_figures(partitions, counted, versions)
-            for nth in (1, 100 if quick else CREATE_AT_TOPIC):
-                console.log(f"s3: topic create at the {nth:,}th topic, 30 ms RTT")
-                figures += _create_figures(nth, *bench_topic_create(endpoint, proxy, nth))
-            proxy.delay = S3_STANDARD
-            console.log("s3: produce to long-poll fetch, 30 ms RTT")
-            seen = bench_produce_to_poll(endpoint, 10 if quick else 30)
-            for name, latencies in seen.items():
-                p99 = _ms(latencies, 99)
-                figures += [
-                    Figure(SUITE, f"produce-to-poll, consumer on the {name}, 30 ms RTT: p50", _ms(latencies, 50),
-                           "ms", note=f"{len(latencies)} records"),
-                    Figure(SUITE, f"produce-to-poll, consumer on the {name}, 30 ms RTT: p99", p99, "ms",
-                           f"<= {POLL_P99_TARGET_MS:.0f} ms", p99 <= POLL_P99_TARGET_MS,
-                           note=f"{len(latencies)} records"),
-                ]
-    finally:
-        moto.stdin.close()  # type: ignore[union-attr]
-        moto.kill()
-        moto.wait()
+    with s3_behind_proxy(BUCKET) as proxy:
+        endpoint = S3Endpoint(proxy.port, BUCKET)
+        for preset in PRESETS:
+            proxy.delay = preset
+            for partitions in PARTITION_COUNTS:
+                console.log(f"s3: produce, {partitions} partitions, {PRESETS[preset]}")
+                latencies, counted, versions = bench_produce(endpoint, proxy, partitions, samples[partitions])
+                figures += _produce_figures(preset, partitions, latencies)
+                if preset == S3_STANDARD:  # the counts do not depend on the delay
+                    figures += _request_figures(partitions, counted, versions)
+        for nth in (1, 100 if quick else CREATE_AT_TOPIC):
+            console.log(f"s3: topic create at the {nth:,}th topic, 30 ms RTT")
+            figures += _create_figures(nth, *bench_topic_create(endpoint, proxy, nth))
+        proxy.delay = S3_STANDARD
+        console.log("s3: produce to long-poll fetch, 30 ms RTT")
+        seen = bench_produce_to_poll(endpoint, 10 if quick else 30)
+        for name, latencies in seen.items():
+            p99 = _ms(latencies, 99)
+            figures += [
+                Figure(SUITE, f"produce-to-poll, consumer on the {name}, 30 ms RTT: p50", _ms(latencies, 50),
+                       "ms", note=f"{len(latencies)} records"),
+                Figure(SUITE, f"produce-to-poll, consumer on the {name}, 30 ms RTT: p99", p99, "ms",
+                       f"<= {POLL_P99_TARGET_MS:.0f} ms", p99 <= POLL_P99_TARGET_MS,
+                       note=f"{len(latencies)} records"),
+            ]
     return figures

@@ -8,11 +8,14 @@ import platform as std_platform
 import socket
 import time
 from dataclasses import asdict, dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import psutil
+
+if TYPE_CHECKING:
+    from tests.s3_latency import DelayProxy
 
 
 @dataclass
@@ -80,3 +83,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def s3_behind_proxy(bucket: str) -> Iterator["DelayProxy"]:
+    """moto's S3 server on a free loopback port, `bucket` created in it, behind the delaying and counting proxy
+    of tests/s3_latency.py (no delay until the caller sets one); moto is stopped at the end."""
+    import boto3
+
+    from tests.conftest import start_moto
+    from tests.s3_latency import DelayProxy
+
+    port = free_port()
+    moto = start_moto(port)
+    try:
+        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                     aws_access_key_id="test", aws_secret_access_key="test").create_bucket(Bucket=bucket)
+        with DelayProxy(port) as proxy:
+            yield proxy
+    finally:
+        moto.stdin.close()  # type: ignore[union-attr]
+        moto.kill()
+        moto.wait()
