@@ -43,9 +43,9 @@ test: $(STAMP) $(KAFKAJS)/node_modules/.installed
 	@command -v kcat >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq kcat) >/dev/null 2>&1 || \
 		echo "kcat (Debian package) is not installed: the kcat tests are skipped"
 	@failed=""; \
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider $(TEST_WORKERS) \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider --instafail $(TEST_WORKERS) \
 		--ignore=tests/cluster $(PYTEST_ARGS) || failed="$$failed the-parallel-part"; \
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider tests/cluster \
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider --instafail tests/cluster \
 		$(PYTEST_ARGS) || failed="$$failed tests/cluster"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi
 
