@@ -43,8 +43,12 @@ class CoreSettings(BaseModel):
                                  "object per flush for all topics; tables committed behind it")
     journal_linger_ms: int = Field(25, ge=0, description="How long a journal flush waits for more calls (one "
                                    "object per flush for every topic: longer means fewer PUTs, more latency)")
-    journal_node: str = Field("node", pattern=r"^[A-Za-z0-9._-]+$", description="This node's journal folder "
-                              "(_journal/gens/<node>); processes sharing a root need distinct ones")
+    journal_table_commit_rate: float = Field(5.0, ge=0, description="Table commits a second this node starts "
+                                             "for topics due by table.commit.interval.ms (0: no limit); bounds "
+                                             "object requests however many topics (journal/pacing.py)")
+    journal_node: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="This node's journal "
+                                     "folder (_journal/gens/<node>); processes sharing a root need distinct "
+                                     "ones (default: `lakelog serve`'s node id; an embedded broker's `node`)")
 
 
 class HttpSettings(BaseModel):

@@ -26,7 +26,7 @@ from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.cluster import Membership, Node, View
 from lakelog.platform.cluster.forwarding import NodeClient
-from lakelog.platform.cluster.membership import node_id_of
+from lakelog.platform.cluster.membership import check_node_id, node_id_of
 from lakelog.platform.cluster.ownership import group_key, transaction_key
 from lakelog.platform.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
@@ -52,7 +52,7 @@ authentication on, send `Authorization: Bearer <API key>`.
 def start_services(settings: Settings, broker: Broker | None = None) -> Services:
     if broker is not None:
         return _services_on(settings, broker)
-    own = Broker(settings)
+    own = Broker(with_journal_node(settings))
     try:
         return _services_on(settings, own)
     except BaseException:  # a later control table failed: the next attempt opens a new broker
@@ -86,8 +86,7 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     """Every server is a node of the cluster of its root (alone, it leads everything): it renews its
     heartbeat, and when the live nodes change its group coordinator keeps only the groups it owns, and
     the transactional ids move with the hand-over returned (for the transaction coordinator)."""
-    address = settings.advertise or own_address(settings)
-    node = Node(settings.node_id or node_id_of(address), address, kafka_address(settings))
+    node = Node(cluster_node_id(settings), advertised_address(settings), kafka_address(settings))
     membership = Membership(broker.storage, node, settings.broker_heartbeat_interval_ms,
                             settings.broker_session_timeout_ms)
 
@@ -119,6 +118,23 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     joined.set()
     broker.join_cluster(membership, NodeClient(settings.cluster_secret))
     return txn_handover
+
+
+def cluster_node_id(settings: Settings) -> str:
+    """This node's id in the cluster: configured, or from the address it advertises."""
+    return check_node_id(settings.node_id or node_id_of(advertised_address(settings)))
+
+
+def with_journal_node(settings: Settings) -> Settings:
+    """Unset, the node journal's folder is the node's id: processes sharing a root need distinct folders
+    (the same one fences the other's generation at every start), and the node ids already differ."""
+    if settings.journal_node is not None:
+        return settings
+    return settings.model_copy(update={"journal_node": cluster_node_id(settings)})
+
+
+def advertised_address(settings: Settings) -> str:
+    return settings.advertise or own_address(settings)
 
 
 def reachable_host(host: str) -> str:

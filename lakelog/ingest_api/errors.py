@@ -71,6 +71,7 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (acl.ClusterAuthorizationFailed, 403),
     (acl.SubjectAuthorizationFailed, 403),
     (cluster.ClusterAuthFailed, 403),
+    (cluster.ForwardedObjectMismatch, 422),
     (core.UnknownTopicOrPartition, 404),
     (groups.UnknownMemberId, 404),
     (groups.GroupIdNotFound, 404),

@@ -77,6 +77,14 @@ class _StateCollector(Collector):
                 end.add_metric([topic, str(state.partition)], state.log_end_offset)
                 start.add_metric([topic, str(state.partition)], state.log_start_offset)
         yield from (commits, conflicts, end, start)
+        traffic = self.broker.traffic
+        yield CounterMetricFamily("lakelog_produced_record_bytes", "Record bytes (keys and values) of the produce "
+                                  "calls this node took", value=traffic.produced_bytes)
+        yield CounterMetricFamily("lakelog_forward_request_bytes", "Request body bytes of produce calls forwarded "
+                                  "to other nodes (a reference per group-send with the journal on)",
+                                  value=traffic.forward_request_bytes)
+        yield CounterMetricFamily("lakelog_forward_answer_bytes", "Answer body bytes of produce calls forwarded to "
+                                  "other nodes", value=traffic.forward_answer_bytes)
         store = self.coordinator.store
         yield CounterMetricFamily("lakelog_offset_commits", "Delta commits of consumer offsets", value=store.commits)
         yield CounterMetricFamily("lakelog_offset_commit_retries", "Retried consumer-offset commits",

@@ -24,7 +24,9 @@ from lakelog.platform.broker_produce import Producing, parse_acks
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.cluster import Membership, Node
 from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.forwarding import NodeClient
+from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.fetch import Fetcher
@@ -78,6 +80,8 @@ class Broker(Producing):
         self._topics: dict[str, OpenTopic] = {}
         self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
         self._nodes: NodeClient | None = None
+        self.forward_objects: ForwardObjects | None = None  # a clustered node with the journal: forward by reference
+        self.traffic = Traffic()  # produce bytes taken and forwarded (the metrics read them)
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
         self._lock = threading.RLock()
@@ -231,7 +235,11 @@ class Broker(Producing):
     # ---- cluster ------------------------------------------------------------
 
     def join_cluster(self, membership: Membership, client: NodeClient) -> None:
-        """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded."""
+        """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded (with
+        the journal on, by reference: forward objects an earlier run of this node left are deleted first)."""
+        if self.journal is not None:
+            self.forward_objects = ForwardObjects(self.storage, self.journal.node)
+            self.forward_objects.sweep()
         self.cluster, self._nodes = membership, client
 
     def _remote_leader(self, topic: str) -> Node | None:

@@ -18,7 +18,9 @@ import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.cluster import Node
+from lakelog.platform.cluster.forward_objects import read_forwarded
 from lakelog.platform.cluster.forwarding import TopicForwarder
+from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.wire import ForwardedCall
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import InvalidRequest
@@ -76,6 +78,7 @@ class Producing:
         if acks_level == 0:  # answered before the flush: bad records must be refused here
             validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
         pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
+        self.traffic.produced(pending.nbytes)
         leader = self._remote_leader(topic)
         if leader is not None:
             future = self._forwarder(opened, leader).submit(pending)
@@ -105,13 +108,20 @@ class Producing:
                                                          call.producer, call.acks))
                 for call in calls]
 
+    def produce_by_reference(self, topic: str, reference: ProduceReference) -> list[Future]:
+        """Calls another node (its journal on) wrote to a forward object and sent a reference to: read and
+        checked against the reference, then as `produce_forwarded`. A missing object (retriable), an object
+        that is not what the reference says, or a failed read raise before anything is written."""
+        return self.produce_forwarded(topic, read_forwarded(self.storage, reference))
+
     def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
         with self._lock:
             forwarder = opened.forwarders.get(leader.node_id)
             if forwarder is None or forwarder.leader != leader:
                 forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
                     opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
-                    self.settings.batch_bytes, self.cluster.suspect)  # type: ignore[union-attr]
+                    self.settings.batch_bytes, self.cluster.suspect,  # type: ignore[union-attr]
+                    self.forward_objects, self.traffic)
             return forwarder
 
     def _deadline(self, timeout_ms: int | None) -> Deadline:

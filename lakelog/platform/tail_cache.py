@@ -12,6 +12,7 @@ import bisect
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Iterable
 
 import pyarrow as pa
 
@@ -59,23 +60,30 @@ class TailCache:
 
     def read(self, partition: int, offset: int, max_records: int) -> list[pa.Table]:
         """Contiguous cached records from `offset`; empty when `offset` is not cached."""
-        out: list[pa.Table] = []
-        want, next_offset = max_records, offset
         with self._lock:
             starts, chunks = self._starts.get(partition, []), self._chunks.get(partition, [])
-            for chunk in chunks[max(bisect.bisect_right(starts, offset) - 1, 0):]:
-                if chunk.end <= next_offset:
-                    continue
-                if chunk.start > next_offset or want <= 0:
-                    break
-                piece = chunk.table.slice(next_offset - chunk.start, want)
-                out.append(piece)
-                want -= piece.num_rows
-                next_offset += piece.num_rows
-        return out
+            return contiguous(chunks[max(bisect.bisect_right(starts, offset) - 1, 0):], offset, max_records)
 
     def drop_partition(self, partition: int) -> None:
         with self._lock:
             self._starts.pop(partition, None)
             for chunk in self._chunks.pop(partition, []):
                 self._bytes -= self._order.pop((partition, chunk.start), 0)
+
+
+def contiguous(chunks: Iterable[Chunk], offset: int, max_records: int) -> list[pa.Table]:
+    """The run of records from `offset` on in `chunks` (sorted by start), up to `max_records` and the first
+    gap: slices of the chunks' tables, empty when no chunk holds `offset`. Chunks ending before it are
+    passed over."""
+    out: list[pa.Table] = []
+    want, at = max_records, offset
+    for chunk in chunks:
+        if chunk.end <= at:
+            continue
+        if chunk.start > at or want <= 0:
+            break
+        piece = chunk.table.slice(at - chunk.start, want)
+        out.append(piece)
+        want -= piece.num_rows
+        at += piece.num_rows
+    return out

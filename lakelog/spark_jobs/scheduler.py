@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import local_session
 
     spark = local_session("lakelog-scheduler", cores="2")
-    settings = Settings(root=args.root)  # storage options from LAKELOG_STORAGE, never the command line
+    # Storage options from LAKELOG_STORAGE, never the command line. The jobs append no records: no journal
+    # of their own (it would fence, at start, the generation of whichever node shares its folder name).
+    settings = Settings(root=args.root, journal_enable=False)
     broker = Broker(settings)
     rounds = 0
     try:

@@ -1,10 +1,12 @@
-"""Two `lakelog serve` nodes on one root with the node journal on: calls through the node that does not
-lead a topic reach the leader, which acknowledges them on its journal; SIGKILL the leader before any table
-commit, and the other node takes the topic over on its next produce (fences the dead leader's generation,
-replays what it acknowledged into the table): every acknowledged record is there once, at its offset."""
+"""Two `lakelog serve` nodes on one root with the node journal on, each journaling under its node id (the
+default `journal_node`): calls through the node that does not lead a topic reach the leader, which
+acknowledges them on its journal; SIGKILL the leader before any table commit, and the other node takes the
+topic over on its next produce (fences the dead leader's generation, replays what it acknowledged into the
+table): every acknowledged record is there once, at its offset."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import httpx
@@ -36,13 +38,13 @@ def produce(url: str, topic: str, values: list[str]) -> list[tuple[int, int]] | 
 
 def test_a_killed_leaders_acknowledged_records_are_taken_over(tmp_path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {"LAKELOG_JOURNAL_ENABLE": "true", "LAKELOG_JOURNAL_NODE": name})
-             for name in ("n1", "n2")]
+    nodes = [Node(root, name, {"LAKELOG_JOURNAL_ENABLE": "true"}) for name in ("n1", "n2")]  # journal_node unset
     acked: dict[str, tuple[int, int]] = {}
     try:
         for node in nodes:
             node.start()
         wait_until(lambda: settled(nodes) is not None, STUCK_S, lambda: views(nodes))
+        assert sorted(os.listdir(os.path.join(root, "_journal", "gens"))) == ["n1", "n2"]  # by default, the node ids
         for topic, partitions in TOPICS.items():
             httpx.post(nodes[0].url + "/v1/topics", timeout=STUCK_S, json={
                 "name": topic, "partitions": partitions, "config": {"table.commit.interval.ms": 600_000}

@@ -97,6 +97,11 @@ def run_many_topics(server: ThreadServer, puts: Callable[[], int] | None) -> dic
     assert figures["journal_objects"] < REQUESTS, figures
     intervals = math.ceil(seconds * 1000 / INTERVAL_MS) + 1
     assert figures["table_commits_during_load"] <= TOPICS * intervals, figures
+    # ... and the node starts at most `journal_table_commit_rate` of them a second (one second's worth at
+    # once), however many topics are due: the object requests do not grow with the topic count.
+    rate = server.settings.journal_table_commit_rate
+    assert 0 < rate < TOPICS * 1000 / INTERVAL_MS, "the test needs more topics due than the rate commits"
+    assert figures["table_commits_during_load"] <= rate * seconds + max(1.0, rate), figures
     if puts:  # a commit's 2 PUTs (3 allowed), a topic's epoch claim, and commits in flight at the count
         explained = figures["journal_objects"] + 3 * figures["table_commits_during_load"] + 2 * TOPICS + 12
         assert figures["puts"] <= explained, figures

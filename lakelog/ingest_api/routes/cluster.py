@@ -1,5 +1,5 @@
 """The cluster: its nodes, replica sites and who leads what (`GET /v1/cluster`), the maintenance jobs' last runs
-(`GET /v1/jobs`), and the node-to-node produce call."""
+(`GET /v1/jobs`), and the node-to-node produce calls (the calls' bytes, or a reference to their object)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from starlette.responses import Response
 from lakelog.ingest_api.auth import Principal, Svc
 from lakelog.ingest_api.cluster_routing import from_a_node
 from lakelog.ingest_api.dependencies import Services, blocking, read_body, services_of
-from lakelog.ingest_api.errors import MalformedRequest
+from lakelog.ingest_api.errors import BodyTooLarge, MalformedRequest
 from lakelog.ingest_api.models import ClusterDescription, JobRuns
 from lakelog.ingest_api.routes.records import json_response
 from lakelog.platform import Broker
 from lakelog.platform.acl import CLUSTER
 from lakelog.platform.cluster.errors import ClusterAuthFailed, RemoteError
 from lakelog.platform.cluster.ownership import group_key, topic_key
+from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.wire import decode_calls, encode_results
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.job_runs import recent_runs
@@ -72,22 +73,52 @@ async def job_runs(services: Svc, principal: Principal,
 
 @router.post("/internal/v1/topics/{topic}/produce", include_in_schema=False)
 async def forwarded_produce(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
-    client = request.client.host if request.client else None
-    if not from_a_node(request.headers, client, services.settings.cluster_secret):
-        raise ClusterAuthFailed("node-to-node calls need the cluster secret (LAKELOG_CLUSTER_SECRET)")
+    _check_node(request, services)
     body = await read_body(request, services)
     try:
         try:
             calls = decode_calls(body)
         except ValueError as exc:
             raise MalformedRequest(str(exc)) from None
-        futures = await blocking(services.broker.produce_forwarded, topic, calls)
-        results = await asyncio.gather(*(asyncio.shield(asyncio.wrap_future(f)) for f in futures),
-                                       return_exceptions=True)
+        return await _answered(await blocking(services.broker.produce_forwarded, topic, calls))
     finally:
         services.release(len(body))
-    answers = [_as_answer(result) for result in results]
-    return Response(encode_results(answers), media_type="application/json")
+
+
+@router.post("/internal/v1/topics/{topic}/produce-ref", include_in_schema=False)
+async def forwarded_produce_by_reference(topic: str, request: Request,
+                                         services: Services = Depends(services_of)) -> Response:
+    """The calls in an object the sender wrote (its journal on): the object's bytes count against the
+    in-flight budget and the body limit as the same calls sent as bytes would."""
+    _check_node(request, services)
+    body = await read_body(request, services)
+    try:
+        try:
+            reference = ProduceReference.decode(body)
+        except ValueError as exc:
+            raise MalformedRequest(str(exc)) from None
+    finally:
+        services.release(len(body))
+    if reference.bytes > services.settings.max_request_bytes:
+        raise BodyTooLarge(f"the referenced calls are {reference.bytes} bytes, over the limit (max_request_bytes) "
+                           f"of {services.settings.max_request_bytes} bytes")
+    services.reserve(reference.bytes)
+    try:
+        return await _answered(await blocking(services.broker.produce_by_reference, topic, reference))
+    finally:
+        services.release(reference.bytes)
+
+
+def _check_node(request: Request, services: Services) -> None:
+    client = request.client.host if request.client else None
+    if not from_a_node(request.headers, client, services.settings.cluster_secret):
+        raise ClusterAuthFailed("node-to-node calls need the cluster secret (LAKELOG_CLUSTER_SECRET)")
+
+
+async def _answered(futures: list) -> Response:
+    results = await asyncio.gather(*(asyncio.shield(asyncio.wrap_future(f)) for f in futures),
+                                   return_exceptions=True)
+    return Response(encode_results([_as_answer(result) for result in results]), media_type="application/json")
 
 
 def _as_answer(result: ProduceResult | BaseException) -> ProduceResult | LakelogError:

@@ -40,3 +40,18 @@ class RemoteError(LakelogError):
         super().__init__(message)
         self.code = code
         self.retriable = retriable
+
+
+class ForwardedObjectMissing(LakelogError):
+    """The object a forwarded produce reference names is not there (its sender deleted it, having given up):
+    nothing was written; the sender's calls are retried."""
+
+    code = "KAFKA_STORAGE_ERROR"
+    retriable = True
+
+
+class ForwardedObjectMismatch(LakelogError):
+    """A forwarded produce reference whose object does not hold what it says (size, rows or calls), or that
+    names no forward object: nothing was written."""
+
+    code = "CORRUPT_MESSAGE"

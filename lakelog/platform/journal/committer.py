@@ -1,8 +1,9 @@
 """Table commits behind the journal: per topic, every `table.commit.interval.ms` or once
 `table.commit.bytes` wait, one Delta commit of its acknowledged entries at their own offsets.
 
-One thread looks for due topics every `TICK_S` and hands each to a small pool (a topic's commits never
-overlap: `JournalTopic.commit_lock`). A commit is planned against the table's log end offsets
+One thread looks for due topics every `TICK_S` and hands them to a small pool, those due by time paced
+to the node's `journal_table_commit_rate` (pacing.py; a topic's commits never overlap:
+`JournalTopic.commit_lock`). A commit is planned against the table's log end offsets
 (planner.py): entries the table already holds are dropped, those from the log end on are appended with
 `expect_bases`, so the log refuses rather than move them. After it, the entries leave memory (fetches read
 the table, whose tail cache the append filled) and the journal deletes objects whose entries are all in.
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from lakelog.platform.errors import LakelogError, OffsetsMoved
+from lakelog.platform.journal.pacing import CommitPacer, Due, commits_to_start
 from lakelog.platform.journal.table_commit import commit_entries
 from lakelog.platform.journal.topic_state import JournalTopic
 from lakelog.platform.journal.writer import JournalWriter
@@ -31,9 +33,11 @@ TICK_S = 0.05
 
 
 class TableCommitter:
-    def __init__(self, journal: JournalWriter, workers: int = 4) -> None:
+    def __init__(self, journal: JournalWriter, workers: int = 4, rate: float = 0) -> None:
+        """`rate`: table commits a second for topics due by time (pacing.py; 0: no limit)."""
         self.journal = journal
         self.commits = 0
+        self._pacer = CommitPacer(rate)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lakelog-table-commit")
         self._busy: set[str] = set()
         self._lock = threading.Lock()
@@ -44,16 +48,19 @@ class TableCommitter:
     def _run(self) -> None:
         while not self._closed.wait(TICK_S):
             now = time.monotonic()
-            for opened in self.journal.topics_with_entries():
-                config = opened.meta.config
-                state: JournalTopic = opened.journal  # type: ignore[assignment]
-                if state.due(now, config.table_commit_interval_ms, config.table_commit_bytes):
-                    self._start(opened)
+            topics = {opened.meta.name: opened for opened in self.journal.topics_with_entries()}
+            with self._lock:
+                idle = [opened for name, opened in topics.items() if name not in self._busy]
+            due = [d for d in (_due(opened, now) for opened in idle) if d is not None]
+            if not due:
+                continue
+            started = commits_to_start(due, self._pacer.allowance(now))
+            for name in started:
+                self._start(topics[name])
+            self._pacer.spent(len(started) - sum(d.by_bytes for d in due))
 
     def _start(self, opened: "OpenTopic") -> None:
         with self._lock:
-            if opened.meta.name in self._busy:
-                return
             self._busy.add(opened.meta.name)
         try:
             self._pool.submit(self._commit_in_background, opened)
@@ -100,3 +107,9 @@ class TableCommitter:
         self._closed.set()
         self._thread.join()
         self._pool.shutdown(wait=True)
+
+
+def _due(opened: "OpenTopic", now: float) -> Due | None:
+    config = opened.meta.config
+    state: JournalTopic = opened.journal  # type: ignore[assignment]
+    return state.due(now, config.table_commit_interval_ms, config.table_commit_bytes)

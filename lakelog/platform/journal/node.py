@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The journal folder of a broker given no `journal_node` (embedded: no cluster id; `lakelog serve` passes its own).
+EMBEDDED_NODE = "node"
 NOT_BUILT_WITH_SITES = ("the node journal (log.journal.enable) is not built for replication sites (their "
                         "copies follow the table commits); turn one of them off")
 
@@ -47,11 +49,11 @@ class NodeJournal:
         None when the topic does not exist. Replays the node's journal before taking any call."""
         if settings.sites:
             raise refuse("sites are configured")
-        self.node = settings.journal_node
+        self.node = settings.journal_node or EMBEDDED_NODE
         probe_create_only(storage)
         self.replayed: Replayed = replay_own(storage, self.node, open_topic)
         self.writer = JournalWriter(storage, self.node, settings.journal_linger_ms, settings.batch_bytes, committed)
-        self.committer = TableCommitter(self.writer)
+        self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 
     @staticmethod
     def attach(opened: "OpenTopic") -> None:

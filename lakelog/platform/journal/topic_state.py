@@ -17,6 +17,8 @@ from typing import Callable
 import pyarrow as pa
 
 from lakelog.platform.journal.objects import Entry
+from lakelog.platform.journal.pacing import Due
+from lakelog.platform.tail_cache import Chunk, contiguous
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,14 @@ class JournalTopic:
             self.pending_bytes = sum(item.records.nbytes for item in self._pending)
             self.oldest_at = time.monotonic() if self._pending else None  # what stays waits a new interval
 
-    def due(self, now: float, interval_ms: int, commit_bytes: int) -> bool:
+    def due(self, now: float, interval_ms: int, commit_bytes: int) -> Due | None:
+        """The topic's table commit is due (its oldest entry waited the interval, or the bytes wait)."""
         with self.lock:
             if not self._pending:
-                return False
+                return None
             waited = now - (self.oldest_at or now)
-            return waited * 1000 >= interval_ms or self.pending_bytes >= commit_bytes
+            by_bytes = self.pending_bytes >= commit_bytes
+            return Due(self.name, waited, by_bytes) if by_bytes or waited * 1000 >= interval_ms else None
 
     # ---- reads ---------------------------------------------------------------
 
@@ -101,16 +105,7 @@ class JournalTopic:
         """Acknowledged, uncommitted records of `partition` from `offset` on (TOPIC_SCHEMA); None when
         `offset` is not among them."""
         with self.lock:
-            items = sorted((i for i in self._pending if i.entry.partition == partition), key=lambda i: i.entry.base)
-        pieces, want, at = [], max_records, offset
-        for item in items:
-            entry = item.entry
-            if entry.end <= at:
-                continue
-            if entry.base > at or want <= 0:
-                break
-            piece = item.records.slice(at - entry.base, want)
-            pieces.append(piece)
-            want -= piece.num_rows
-            at += piece.num_rows
+            chunks = sorted((Chunk(i.entry.base, i.entry.end, i.records) for i in self._pending
+                             if i.entry.partition == partition), key=lambda c: c.start)
+        pieces = contiguous(chunks, offset, max_records)
         return pa.concat_tables(pieces) if pieces else None
