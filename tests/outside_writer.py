@@ -30,7 +30,7 @@ def retried(operation):
     # after its read version cleaned up (lakelog keeps the last 100). Run again on a new snapshot, as anyone
     # would.
     global dt
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + STUCK_S  # a loaded machine makes every attempt slow: give up only when stuck
     while True:
         try:
             return operation()
@@ -51,7 +51,8 @@ def rows(partition, offsets, value=b"from outside"):
 
 def run_delta_rs(table_uri: str, storage_options: Mapping[str, str] | None, code: str) -> str:
     """Run `code` (after PRELUDE) in another process; its standard output."""
-    result = subprocess.run([sys.executable, "-c", PRELUDE + code, table_uri, json.dumps(dict(storage_options or {}))],
-                            cwd=REPO, capture_output=True, text=True, timeout=STUCK_S)
+    prelude = PRELUDE.replace("STUCK_S", repr(STUCK_S))
+    result = subprocess.run([sys.executable, "-c", prelude + code, table_uri, json.dumps(dict(storage_options or {}))],
+                            cwd=REPO, capture_output=True, text=True, timeout=2 * STUCK_S)  # past retried's deadline
     assert result.returncode == 0, result.stderr
     return result.stdout
