@@ -1,12 +1,14 @@
 """The node journal against a commit per topic (issue 26): object requests and produce latency at 1, 30
-and 300 topics, and what idle topics cost; journal on and off side by side in one run.
+and 300 topics, and what idle topics cost, journal on and off side by side in one run; and 1,000 topics
+with the journal on (off, every call is its own commit already at 300).
 
 moto's S3 server behind the delaying, counting proxy (tests/s3_latency.py) at a 30 ms round trip. The
 topics are created once (one root, no added delay: topic admin is measured in bench_s3); each measured
 point is its own broker, which opens its topics (a first produce each) and commits them with no delay
 either, then takes 100 produce calls a second of one 100-byte record each, round-robin over the topics,
 issued on their own threads so a slow call does not hold back the next. With the journal on,
-`table.commit.interval.ms` is 5 s (the default is 10 s), so the window holds table commits too. Every
+`table.commit.interval.ms` is 5 s (the default is 10 s), so the window holds table commits too,
+paced to the node's default `journal_table_commit_rate` (5 a second) past 25 topics. Every
 object request is counted over the measured window, which ends once every call is acknowledged (journal
 on: durable in the journal; off: committed): PUTs (journal objects, data files, commit files,
 checkpoints, epoch claims) and the others (GET, HEAD, LIST, DELETE). Idle: before the 300-topic load,
@@ -35,6 +37,7 @@ from tests.s3_latency import KINDS, S3_STANDARD, DelayProxy
 SUITE = "journal"
 BUCKET = "lakelog-bench-journal"
 TOPIC_COUNTS = (1, 30, 300)
+JOURNAL_ONLY_COUNTS = (1000,)  # journal on only: off, every call is its own commit from 300 topics on
 RATE = 100.0  # produce calls a second
 COMMIT_INTERVAL_MS = 5_000
 WARMUP_S = 2.0
@@ -100,9 +103,9 @@ def settings_of(root: str, endpoint: S3Endpoint, journal: bool) -> Settings:
     return Settings(root=root, storage=endpoint.options, linger_ms=5, journal_enable=journal)
 
 
-def create_topics(root: str, endpoint: S3Endpoint, topics: int) -> None:
+def create_topics(root: str, endpoint: S3Endpoint, names: list[str]) -> None:
     with Broker(settings_of(root, endpoint, journal=False)) as broker:
-        for name in names_of(topics):
+        for name in names:
             broker.create_topic(name, 1, {"table.commit.interval.ms": COMMIT_INTERVAL_MS})
 
 
@@ -164,30 +167,34 @@ def bench_point(root: str, endpoint: S3Endpoint, proxy: DelayProxy, journal: boo
     return point, idle
 
 
-def point_figures(on: Point, off: Point) -> list[Figure]:
-    """One topic count, journal off then on; ratios are on / off."""
+def point_figures(on: Point, off: Point | None) -> list[Figure]:
+    """One topic count, journal off (when measured) then on; ratios are on / off."""
     figures: list[Figure] = []
-    put_target = on.topics in (30, 300)
-    for p in (off, on):
+    put_target = on.topics >= 30
+    for p in [p for p in (off, on) if p is not None]:
         where = f"{p.topics} topic{'s' if p.topics > 1 else ''}, {RATE:.0f} calls/s, 30 ms RTT, " \
                 f"journal {'on' if p.journal else 'off'}"
         judged = p.journal
+        base = off if judged else None  # what the on figures are compared with
+
+        def ratio(value: float, of: Callable[[Point], float]) -> float | None:
+            return value / of(base) if base is not None and of(base) else None
+
         w = p.window
         figures += [
             Figure(SUITE, f"PUT/s, {where}", w.put_s, "PUT/s",
                    f"<= {PUT_TARGET:.0f}" if judged and put_target else "",
                    w.put_s <= PUT_TARGET if judged and put_target else None,
-                   ratio=w.put_s / off.window.put_s if judged else None,
+                   ratio=ratio(w.put_s, lambda b: b.window.put_s),
                    note=f"{p.calls} calls acknowledged over {w.seconds:.1f} s, {p.calls / w.seconds:.0f}/s; "
                         + (f"journal PUTs {w.journal_put_s:.1f}/s, table commits {p.table_commits / w.seconds:.1f}/s"
                            if p.journal else f"{w.put_s * w.seconds / max(p.calls, 1):.2f} PUTs per call")),
             Figure(SUITE, f"other object requests/s, {where}", w.other_s, "req/s",
-                   ratio=w.other_s / off.window.other_s if judged and off.window.other_s else None,
-                   note=w.other_note()),
+                   ratio=ratio(w.other_s, lambda b: b.window.other_s), note=w.other_note()),
             Figure(SUITE, f"produce p50, {where}", p.p50, "ms", f"<= {P50_TARGET:.0f} ms" if judged else "",
-                   p.p50 <= P50_TARGET if judged else None, ratio=p.p50 / off.p50 if judged else None),
+                   p.p50 <= P50_TARGET if judged else None, ratio=ratio(p.p50, lambda b: b.p50)),
             Figure(SUITE, f"produce p99, {where}", p.p99, "ms", f"<= {P99_TARGET:.0f} ms" if judged else "",
-                   p.p99 <= P99_TARGET if judged else None, ratio=p.p99 / off.p99 if judged else None),
+                   p.p99 <= P99_TARGET if judged else None, ratio=ratio(p.p99, lambda b: b.p99)),
         ]
     return figures
 
@@ -219,7 +226,7 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         root = endpoint.root()
         most = max(TOPIC_COUNTS)
         console.log(f"journal: creating {most} topics")
-        create_topics(root, endpoint, most)
+        create_topics(root, endpoint, names_of(most))
         points: dict[tuple[bool, int], Point] = {}
         idle: dict[bool, Window] = {}
         for journal in (False, True):
@@ -232,9 +239,15 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
                     IDLE_S if topics == most else 0.0)
                 if window is not None:
                     idle[journal] = window
+        for topics in () if quick else JOURNAL_ONLY_COUNTS:
+            console.log(f"journal: creating {topics - most} more topics; {topics} topics, journal on")
+            create_topics(root, endpoint, names_of(topics)[most:])
+            points[True, topics], _ = bench_point(root, endpoint, proxy, True, topics, seconds[True, most])
         for topics in TOPIC_COUNTS:
             figures += point_figures(points[True, topics], points[False, topics])
         figures += idle_figures(idle[True], idle[False], most)
+        for topics in () if quick else JOURNAL_ONLY_COUNTS:
+            figures += point_figures(points[True, topics], None)
     return figures
 
 

@@ -95,7 +95,7 @@ class Load:
         self.stop_consuming.set()
         for thread in [*self.consumers, self.watcher]:
             thread.join(120)
-        assert not self.errors, self.errors
+        assert not self.errors, f"{self.errors}\n{node_warnings(self.nodes)}"
 
     def _guard(self, target: Any, *args: Any) -> None:
         try:
@@ -145,7 +145,8 @@ class Load:
                     break
                 assert response is None or response.json().get("retriable"), response.text
                 self.idempotent_retries += attempt == 0
-                assert attempt < 200, "an idempotent batch never landed"
+                assert attempt < 200, ("an idempotent batch never landed; the last answer: "
+                                       f"{None if response is None else (response.status_code, response.text[:300])}")
                 time.sleep(0.1)
             sequence += len(values)
             time.sleep(self.pause_s)
@@ -234,7 +235,9 @@ def run_chaos(root: str, env: dict[str, str], step: int, pause_s: float = 0.0) -
         paused.signal(signal.SIGSTOP)
         time.sleep(SESSION_MS / 1000 * 2)  # out of the cluster
         acked_while_paused = len(load.acked)
-        wait_until(lambda: len(load.acked) > acked_while_paused + step // 3, STUCK_S, "the load to go on while a node is paused")
+        wait_until(lambda: len(load.acked) > acked_while_paused + step // 3, STUCK_S,
+                   lambda: f"the load to go on while a node is paused ({len(load.acked) - acked_while_paused} "
+                           f"acknowledged since; client errors: {load.errors[:2]}):\n{node_warnings(nodes)}")
         paused.signal(signal.SIGCONT)
         wait_until(lambda: settled(live) is not None, STUCK_S, lambda: f"the paused node to rejoin: {cluster_views(live)}")
         acked_after = len(load.acked)
@@ -314,7 +317,13 @@ def skipped_reads(load: Load, values: list[str]) -> str:
             got = [o for c, t, p, o in load.reads if (c, t, p) == (consumer, topic, partition)]
             near = [o for o in got if abs(o - offset) <= 30]
             lines.append(f"  consumer {consumer}: {len(got)} reads, near it: {near}")
-    for node in load.nodes:
+    return "\n".join(lines + [node_warnings(load.nodes)])
+
+
+def node_warnings(nodes: list[Node]) -> str:
+    """For failure messages: how many warnings each node logged, and its last five."""
+    lines = []
+    for node in nodes:
         warnings = [line for line in node.log_tail(10**7).splitlines()
                     if '"level": "warning"' in line or '"level": "error"' in line]
         lines.append(f"{node.name}: {len(warnings)} warnings, the last: {warnings[-5:]}")

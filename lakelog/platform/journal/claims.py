@@ -109,20 +109,19 @@ def topic_entries(objects: list[tuple[int, JournalObject]], run: str, topic: str
     return items
 
 
-def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str,
-              own_runs: frozenset[str]) -> tuple[Epoch, bool]:
-    """Make (node, run) the holder of the topic's next epoch, fencing and replaying the holder before it.
-    Answers the epoch and whether the offsets this writer assigned stay valid: they do when the previous
-    holder is one of this process's own earlier generations (`own_runs`, each fenced already when it was
-    left: its acknowledged entries are this writer's pending ones, committed in order behind it). Raises
-    `StorageUnavailable` after CLAIM_ATTEMPTS claims lost in a row, `JournalReplayFailed` on a gap."""
+def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str) -> Epoch:
+    """Make (node, run) the holder of the topic's next epoch, fencing and replaying the generation before
+    it, whoever's: one of this process's own earlier generations too (fenced when it was left, by a taker
+    that did not claim after, or by itself at a deadline). Its entries are this writer's pending ones, but
+    a later taker reads only the generation the latest epoch names: left out of the table here, they would
+    be a gap there. Raises `StorageUnavailable` after CLAIM_ATTEMPTS claims lost in a row,
+    `JournalReplayFailed` on a gap."""
     topic = opened.meta.name
     for _ in range(CLAIM_ATTEMPTS):
         current = latest_epoch(storage, topic)
         if current is not None and (current.node, current.run) == (node, run):
-            return current, True
-        ours = current is not None and current.node == node and current.run in own_runs
-        if current is not None and not ours:
+            return current
+        if current is not None:
             fence, listed = fence_generation(storage, current.node, current.run, node)
             items = topic_entries(objects_below(storage, current.node, current.run, fence, listed), current.run,
                                   topic)
@@ -134,5 +133,5 @@ def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str,
         number = 0 if current is None else current.number + 1
         if claim_epoch(storage, topic, number, node, run):
             opened.log.refresh()
-            return Epoch(number, node, run), ours
+            return Epoch(number, node, run)
     raise StorageUnavailable(f"{topic!r}: other writers kept claiming it; retry")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import OffsetsMoved
+from lakelog.platform.errors import OffsetsMoved, ProducerStateChanged
 from lakelog.platform.journal.errors import JournalReplayFailed
 from lakelog.platform.journal.planner import plan_commit
 from lakelog.platform.journal.topic_state import Acknowledged
@@ -38,11 +39,28 @@ def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Ackno
         table = pa.concat_tables([by_entry[id(e)].records for e in plan.commit])
         partitions = table.column("partition").to_numpy()
         producer_ids = frozenset(int(p) for p in table.column("producer_id").drop_null().to_pylist())
-        topic_log.append(table.drop_columns(["partition"]), partitions, Deadline.after_ms(COMMIT_TIMEOUT_MS),
-                         producer_ids=producer_ids, expect_bases=plan.bases())
+        _append(opened, table.drop_columns(["partition"]), partitions, producer_ids, plan.bases())
         done.extend(by_entry[id(e)] for e in plan.commit)
         opened.writer.notify_committed()
     return done
+
+
+def _append(opened: "OpenTopic", records: pa.Table, partitions: np.ndarray, producer_ids: frozenset[int],
+            bases: dict[int, int]) -> None:
+    """The log's append at fixed offsets. Its producer check (another writer committed batches of these
+    producers since this node looked: the fenced holder's committer, a taker's replay) guards a retry
+    against being committed twice at new offsets; these entries' offsets are fixed and `expect_bases`
+    keeps them from landing twice, so the commit goes on once the producer state here has forgotten
+    those producers (read from the table again, as a topic writer's flush does)."""
+    for attempt in range(REPLAN_ATTEMPTS):
+        try:
+            opened.log.append(records, partitions, Deadline.after_ms(COMMIT_TIMEOUT_MS), producer_ids=producer_ids,
+                              expect_bases=bases)
+            return
+        except ProducerStateChanged:
+            if attempt == REPLAN_ATTEMPTS - 1:
+                raise
+            opened.producers.forget_changed(opened.log.take_changed_producers())
 
 
 def replay_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:

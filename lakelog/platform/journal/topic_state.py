@@ -43,13 +43,12 @@ class JournalTopic:
         self.oldest_at: float | None = None  # monotonic time of the oldest pending entry's acknowledgement
         self.claimed_by: str | None = None  # the writer's generation (run) holding the topic's latest epoch
 
-    def claimed(self, run: str, keep_offsets: bool) -> None:
-        """The topic's epoch is the generation's: offsets continue from this writer's own (`keep_offsets`),
-        else from the table's end (the previous holder's entries were replayed into it)."""
+    def claimed(self, run: str) -> None:
+        """The topic's epoch is the generation's: offsets continue from the table's end, which the claim's
+        replay brought past every entry acknowledged before (this writer's own pending ones too)."""
         with self.lock:
             self.claimed_by = run
-            if not keep_offsets:
-                self._next.clear()
+            self._next.clear()
 
     def next_offset(self, partition: int) -> int:
         with self.lock:

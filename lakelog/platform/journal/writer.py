@@ -89,14 +89,12 @@ class JournalWriter:
         self._outstanding: dict[str, dict[int, int]] = {}  # run -> slot -> entries not yet committed
         self._highest: dict[str, int] = {}  # run -> its highest landed slot
         self._topics: dict[str, "OpenTopic"] = {}  # topics with acknowledged entries, for the committer
-        self._runs: list[str] = []  # this process's generations, the current one last
         self._open_generation()
         self._flushes = GroupCommit(f"journal-{node}", self._flush, linger_ms, batch_bytes,
                                     lambda call: call.pending.nbytes)
 
     def _open_generation(self) -> None:
         self.run = uuid.uuid4().hex[:16]
-        self._runs.append(self.run)
         self.slot = 0
         self.storage.makedirs(self.storage.uri(generation_path(self.node, self.run)))
         log.info("journal of node %s: generation %s opened", self.node, self.run)
@@ -163,10 +161,10 @@ class JournalWriter:
         made (claims.py). Called with `state.lock` held."""
         if state.claimed_by == self.run:
             return
-        _, keep = take_over(self.storage, opened, self.node, self.run, frozenset(self._runs))
-        state.claimed(self.run, keep)
-        if not keep:  # another writer's batches are in the table now: producer state is read from it again
-            opened.producers.forget_changed(opened.log.take_changed_producers())
+        take_over(self.storage, opened, self.node, self.run)
+        state.claimed(self.run)
+        # Other writers' batches may be in the table now: their producers' state is read from it again.
+        opened.producers.forget_changed(opened.log.take_changed_producers())
 
     def _prepare(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
         accepted = opened.writer.admit(checked(calls))
