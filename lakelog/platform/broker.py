@@ -26,6 +26,7 @@ from lakelog.platform.cluster import Membership, Node
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.forwarding import NodeClient
+from lakelog.platform.cluster.relay import LeaderReads, at_least
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
@@ -80,6 +81,7 @@ class Broker(Producing):
         self._topics: dict[str, OpenTopic] = {}
         self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
         self._nodes: NodeClient | None = None
+        self._leader_reads: LeaderReads | None = None  # a clustered node with the journal: reads past the table
         self.forward_objects: ForwardObjects | None = None  # a clustered node with the journal: forward by reference
         self.traffic = Traffic()  # produce bytes taken and forwarded (the metrics read them)
         self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
@@ -171,9 +173,21 @@ class Broker(Producing):
         topic.log.refresh()
         states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
         if topic.journal is not None:  # acknowledged records the table does not hold yet count too
-            states = [replace(s, log_end_offset=max(s.log_end_offset, topic.journal.end(s.partition)))
+            leader = self._leader_ends(name)
+            states = [replace(s, log_end_offset=at_least(leader, s.partition,
+                                                         max(s.log_end_offset, topic.journal.end(s.partition))))
                       for s in states]
         return TopicDescription(topic.meta, states)
+
+    def log_end_offsets(self, topic: str, relay: bool = True) -> list[int]:
+        """Each partition's log end offset as this node knows it (no table read): with the journal on, past
+        its acknowledged records, or (`relay`) the leader's when another node leads the topic and answers."""
+        opened = self._open(topic)
+        ends = [opened.log.log_end_offset(p) for p in range(opened.meta.partitions)]
+        if opened.journal is None:
+            return ends
+        leader = self._leader_ends(topic) if relay else None
+        return [at_least(leader, p, max(end, opened.journal.end(p))) for p, end in enumerate(ends)]
 
     def topic(self, name: str) -> TopicMeta:
         return self._open(name).meta
@@ -240,6 +254,7 @@ class Broker(Producing):
         if self.journal is not None:
             self.forward_objects = ForwardObjects(self.storage, self.journal.node)
             self.forward_objects.sweep()
+            self._leader_reads = LeaderReads(client)  # acknowledged records live in the leader's memory
         self.cluster, self._nodes = membership, client
 
     def _remote_leader(self, topic: str) -> Node | None:
@@ -253,6 +268,12 @@ class Broker(Producing):
             return None
         leader = view.owner(topic_key(topic))
         return None if view.is_local(leader) else leader
+
+    def _leader_ends(self, topic: str) -> list[int] | None:
+        """With the journal on, at a node that does not lead `topic`: the leader's log end offsets, past the
+        records it acknowledged (None when this node leads, or the leader gave no answer)."""
+        leader = self._remote_leader(topic) if self._leader_reads is not None else None
+        return None if leader is None else self._leader_reads.log_ends(leader, topic)  # type: ignore[union-attr]
 
     def led_partition_states(self) -> dict[str, list[PartitionState]] | None:
         """The partitions of each topic this node has open and leads, as it knows them: memory only, no
@@ -292,11 +313,14 @@ class Broker(Producing):
         timeout_ms: int = 0,
         site: str | None = None,
         min_bytes: int = 1,
+        relay: bool = True,
     ) -> FetchResult:
         """Records from the first offset >= `offset`; waits up to `timeout_ms` for new data (long poll)
         until at least `min_bytes` of keys and values are there (Kafka's fetch.min.bytes).
 
         `site` (default: the node's `site` setting) prefers that site's replica when it is in sync.
+        `relay`: with the journal on, a fetch at or past this node's table end on a topic another node leads
+        is the leader's to answer (relay.py); the table answers when it does not.
         """
         if max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
@@ -304,9 +328,18 @@ class Broker(Producing):
         self._partition_check(opened, partition)
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
+        leader = self._remote_leader(topic)
+        if relay and leader is not None and self._leader_reads is not None \
+                and offset >= opened.log.log_end_offset(partition):
+            started = time.monotonic()
+            relayed = self._leader_reads.fetch(leader, topic, partition, offset, max_records, max_bytes,
+                                               timeout_ms, min_bytes)
+            if relayed is not None:
+                return relayed
+            timeout_ms = max(timeout_ms - int((time.monotonic() - started) * 1000), 0)
         return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
                                    site or self.settings.site, min_bytes, lambda: self._closed,
-                                   led_elsewhere=self._remote_leader(topic) is not None)
+                                   led_elsewhere=leader is not None)
 
     def wait_for_commit(self, timeout_s: float) -> None:
         """Block until a topic of this node commits, or `timeout_s` passes (long polls over many topics)."""
@@ -319,7 +352,8 @@ class Broker(Producing):
         self._partition_check(opened, partition)
         opened.log.refresh()
         if spec == "latest" and opened.journal is not None:  # acknowledged records not in the table yet
-            return max(opened.log.offset_for(partition, spec), opened.journal.end(partition))
+            return at_least(self._leader_ends(topic), partition,
+                            max(opened.log.offset_for(partition, spec), opened.journal.end(partition)))
         return opened.log.offset_for(partition, spec)
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
@@ -332,6 +366,8 @@ class Broker(Producing):
         if not start <= offset <= end:
             opened.log.refresh()
             start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
+        if offset > end and opened.journal is not None:  # read past the table through the leader (relay.py)
+            end = at_least(self._leader_ends(topic), partition, end)
         if not start <= offset <= end:
             raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
                                    start, end)

@@ -1,7 +1,7 @@
 """Three `lakelog serve` processes on one root (a local folder, and S3 on the loopback endpoint), clients
 spread round-robin over them: plain producers (keyed and unkeyed, acks=1 and all), an idempotent producer,
 Idempotency-Key requests and a consumer group of three. One node is SIGKILLed mid-load; later another is
-SIGSTOPped past its session timeout and then SIGCONTed.
+SIGSTOPped past its session timeout and then SIGCONTed. The same on a local root with the node journal on.
 
 At the end: every acknowledged record is in the topic once, at the offset it was acknowledged with, and
 the offsets are dense; every retried idempotent batch was written once; the group consumed everything and
@@ -386,6 +386,12 @@ def test_three_nodes_on_a_local_root_through_a_kill_and_a_pause(tmp_path: Any) -
 
 def test_a_rolling_restart_of_three_nodes_under_load(tmp_path: Any) -> None:
     run_rolling_restart(str(tmp_path / "root"), {}, 900)
+
+
+def test_three_nodes_with_the_node_journal_through_a_kill_and_a_pause(tmp_path: Any) -> None:
+    """Produce acknowledged on each node's journal, tables committed behind it: what the killed node had
+    acknowledged only in its journal is put into the tables by the node that takes each topic over."""
+    run_chaos(str(tmp_path / "root"), {"LAKELOG_JOURNAL_ENABLE": "true"}, 1500)
 
 
 @pytest.mark.s3

@@ -1,5 +1,6 @@
 """The cluster: its nodes, replica sites and who leads what (`GET /v1/cluster`), the maintenance jobs' last runs
-(`GET /v1/jobs`), and the node-to-node produce calls (the calls' bytes, or a reference to their object)."""
+(`GET /v1/jobs`), the node-to-node produce calls (the calls' bytes, or a reference to their object), and the
+reads a node relays to a topic's leader with the journal on (a fetch past its table's end, the log ends)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from lakelog.ingest_api.routes.records import json_response
 from lakelog.platform import Broker
 from lakelog.platform.acl import CLUSTER
 from lakelog.platform.cluster.errors import ClusterAuthFailed, RemoteError
+from lakelog.platform.cluster.forwarding import ARROW_STREAM
 from lakelog.platform.cluster.ownership import group_key, topic_key
 from lakelog.platform.cluster.reference import ProduceReference
-from lakelog.platform.cluster.wire import decode_calls, encode_results
+from lakelog.platform.cluster.wire import FetchAsk, decode_calls, encode_fetched, encode_results
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.job_runs import recent_runs
 from lakelog.platform.records import ProduceResult
@@ -107,6 +109,27 @@ async def forwarded_produce_by_reference(topic: str, request: Request,
         return await _answered(await blocking(services.broker.produce_by_reference, topic, reference))
     finally:
         services.release(reference.bytes)
+
+
+@router.post("/internal/v1/topics/{topic}/fetch", include_in_schema=False)
+async def relayed_fetch(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
+    """A fetch another node relays (relay.py): answered here, never relayed again, as an Arrow IPC stream."""
+    _check_node(request, services)
+    try:
+        ask = FetchAsk.decode(await request.body())
+    except ValueError as exc:
+        raise MalformedRequest(str(exc)) from None
+    wait = min(max(ask.timeout_ms, 0), services.settings.max_poll_timeout_ms)
+    result = await blocking(services.broker.fetch, topic, ask.partition, ask.offset, ask.max_records, ask.max_bytes,
+                            wait, None, ask.min_bytes, relay=False)
+    return Response(encode_fetched(result), media_type=ARROW_STREAM)
+
+
+@router.post("/internal/v1/topics/{topic}/log-ends", include_in_schema=False)
+async def relayed_log_ends(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
+    """This node's log end offset of each of the topic's partitions (past its journal's records)."""
+    _check_node(request, services)
+    return json_response(await blocking(services.broker.log_end_offsets, topic, relay=False))
 
 
 def _check_node(request: Request, services: Services) -> None:

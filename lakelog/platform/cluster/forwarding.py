@@ -32,6 +32,8 @@ SECRET_HEADER = "X-Lakelog-Cluster-Secret"
 FORWARDED_HEADER = "X-Lakelog-Forwarded"  # set on node-to-node calls: never forwarded again
 PRODUCE_PATH = "/internal/v1/topics/{topic}/produce"
 PRODUCE_REF_PATH = "/internal/v1/topics/{topic}/produce-ref"  # the calls by reference (journal on)
+FETCH_PATH = "/internal/v1/topics/{topic}/fetch"  # a non-leader's fetch past its table's end (journal on)
+LOG_ENDS_PATH = "/internal/v1/topics/{topic}/log-ends"  # the leader's log end offsets (journal on)
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 ANSWER_GRACE_S = 5.0  # beyond the callers' deadline, for the leader's answer to come back
 
@@ -59,7 +61,16 @@ class NodeClient:
         """`produce` with a reference to the calls' object for body (reference.py); raises as it does."""
         return self._post(node, PRODUCE_REF_PATH.format(topic=topic), reference, "application/json", timeout_s)
 
-    def _post(self, node: Node, path: str, body: bytes, content_type: str, timeout_s: float) -> bytes:
+    def fetch(self, node: Node, topic: str, ask: bytes, timeout_s: float) -> bytes:
+        """A relayed fetch (wire.FetchAsk) answered by the leader (wire.encode_fetched); raises as `produce`."""
+        return self._post(node, FETCH_PATH.format(topic=topic), ask, "application/json", timeout_s, "fetch")
+
+    def log_ends(self, node: Node, topic: str, timeout_s: float) -> bytes:
+        """The leader's log end offsets of the topic's partitions (JSON list); raises as `produce`."""
+        return self._post(node, LOG_ENDS_PATH.format(topic=topic), b"", "application/json", timeout_s, "log ends")
+
+    def _post(self, node: Node, path: str, body: bytes, content_type: str, timeout_s: float,
+              call: str = "forwarded produce") -> bytes:
         url = node.address.rstrip("/") + path
         try:
             response = self.http.post(url, content=body, timeout=httpx.Timeout(timeout_s, connect=2.0),
@@ -67,7 +78,7 @@ class NodeClient:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise ConnectionError(f"node {node.node_id} at {node.address}: {exc}") from None
         except httpx.HTTPError as exc:
-            raise NodeUnavailable(f"node {node.node_id} did not answer a forwarded produce: {exc}") from None
+            raise NodeUnavailable(f"node {node.node_id} did not answer a {call}: {exc}") from None
         if response.status_code == 403:  # another cluster secret (a rotation under way): nothing was done there
             raise NotAccepted(f"node {node.node_id} refused the cluster secret")
         if response.status_code != 200:
@@ -78,8 +89,8 @@ class NodeClient:
                                       bool(answer["retriable"]))
                 raise error_from(answer)
             except (ValueError, KeyError, TypeError):
-                raise NodeUnavailable(f"node {node.node_id} answered {response.status_code} to a forwarded "
-                                      "produce") from None
+                raise NodeUnavailable(f"node {node.node_id} answered {response.status_code} to a "
+                                      f"{call}") from None
         return response.content
 
     def close(self) -> None:

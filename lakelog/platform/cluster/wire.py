@@ -4,6 +4,8 @@ received them, sent to the topic's leader as one Arrow IPC stream; the answer is
 Request: the calls' rows one after the other (TOPIC_FILE_SCHEMA without offsets, plus `partition`), and
 in the schema metadata, per call: rows, acks, the time left and the idempotent-producer fields.
 Answer (JSON): per call, partitions, offsets and timestamps, or the error's type, code, message and retriability.
+
+Also the relayed fetch (journal on, relay.py): the ask as JSON, the leader's records as Arrow IPC.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pyarrow as pa
 
 from lakelog.platform import errors as core
 from lakelog.platform.cluster.errors import RemoteError
-from lakelog.platform.records import ProduceResult, ProducerBatch
+from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
 
 CALLS_KEY = b"lakelog.calls"
 FILE_COLUMNS = ["offset", "timestamp", "timestamp_type", "key", "value", "headers", "producer_id",
@@ -107,3 +109,61 @@ def error_from(item: dict) -> core.LakelogError:
     if kind is core.OffsetOutOfRange:
         return core.OffsetOutOfRange(item["message"], item["log_start_offset"], item["log_end_offset"])
     return RemoteError(item["message"], item["code"], item["retriable"])
+
+
+# ---- relayed reads (journal on): a non-leader's fetch past its table's end, answered by the leader ----
+
+FETCHED_KEY = b"lakelog.fetched"
+
+
+@dataclass(frozen=True)
+class FetchAsk:
+    """A fetch a non-leader relays to the topic's leader (JSON body)."""
+
+    partition: int
+    offset: int
+    max_records: int
+    max_bytes: int | None
+    timeout_ms: int  # how long the leader may wait for records (long poll)
+    min_bytes: int = 1
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.__dict__)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "FetchAsk":
+        """Raises ValueError on a body that is not a relayed fetch."""
+        try:
+            fields = orjson.loads(data)
+            ask = cls(**fields)
+        except (orjson.JSONDecodeError, TypeError) as exc:
+            raise ValueError(f"not a relayed fetch: {exc}") from None
+        ints = [ask.partition, ask.offset, ask.max_records, ask.timeout_ms, ask.min_bytes]
+        if ask.max_bytes is not None:
+            ints.append(ask.max_bytes)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+            raise ValueError(f"relayed fetch: integers expected, got {fields}")
+        return ask
+
+
+def encode_fetched(result: FetchResult) -> bytes:
+    """The leader's answer to a relayed fetch: its records (TOPIC_SCHEMA) as one Arrow IPC stream, the offsets
+    around them in the schema metadata."""
+    offsets = {"log_start_offset": result.log_start_offset, "high_watermark": result.high_watermark,
+               "last_stable_offset": result.last_stable_offset}
+    records = result.records.replace_schema_metadata({FETCHED_KEY: orjson.dumps(offsets)})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, records.schema) as writer:
+        writer.write_table(records)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_fetched(topic: str, partition: int, data: bytes) -> FetchResult:
+    """Raises ValueError on an answer that is not a relayed fetch's."""
+    try:
+        records = pa.ipc.open_stream(data).read_all()
+        offsets = orjson.loads((records.schema.metadata or {})[FETCHED_KEY])
+        return FetchResult(topic, partition, records.replace_schema_metadata(None), int(offsets["log_start_offset"]),
+                           int(offsets["high_watermark"]), int(offsets["last_stable_offset"]))
+    except (pa.ArrowInvalid, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+        raise ValueError(f"not a relayed fetch's answer: {exc}") from None

@@ -29,6 +29,7 @@ from typing import Callable
 
 from lakelog.platform.broker import Broker
 from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.platform.groups import positions
 from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
@@ -361,10 +362,13 @@ class GroupCoordinator(Offsets, Handover):
 
     def _lag(self, committed: dict[TopicPartition, CommittedOffset],
              owned: set[TopicPartition]) -> dict[TopicPartition, int]:
-        lag = {}
+        lag: dict[TopicPartition, int] = {}
+        ends: dict[str, list[int]] = {}  # per topic: past the journal's records, the leader's (relay.py)
         for tp in sorted(set(committed) | owned):
             try:
-                end = self.broker.topic_log(tp[0]).log_end_offset(tp[1])
+                if tp[0] not in ends:
+                    ends[tp[0]] = self.broker.log_end_offsets(tp[0])
+                end = at_least(ends[tp[0]], tp[1], self.broker.topic_log(tp[0]).log_end_offset(tp[1]))
                 held = committed[tp].offset if tp in committed else -1  # below 0: a marker, not a position
                 start = held if held >= 0 else self.broker.topic_log(tp[0]).log_start_offset(tp[1])
             except UnknownTopicOrPartition:
