@@ -57,6 +57,14 @@ class ProducerStateManager:
         self._lock = threading.Lock()
         self._history: dict[int, pa.Table] = {}
 
+    def read_history_from(self, loader: ProducerLoader) -> None:
+        """Rebuild producers' state from `loader` from now on (the node journal adds its acknowledged batches
+        not yet in the table); what was read before is dropped."""
+        with self._lock:
+            self._load = loader
+            self._producers.clear()
+            self._history.clear()
+
     def check(self, batch: ProducerBatch, count: int, pending: dict[int, tuple[int, int]]) -> ProduceResult | None:
         """None when the batch is new; the original result when it is a retry. Raises on fencing or gaps.
 

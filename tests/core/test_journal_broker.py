@@ -14,7 +14,7 @@ import pytest
 from lakelog.platform import Broker, Record
 from lakelog.platform.records import ProducerBatch
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import InvalidRequest, StorageUnavailable
+from lakelog.platform.errors import InvalidRequest, OutOfOrderSequence, StorageUnavailable
 from lakelog.platform.journal.errors import JournalFenced, JournalRefused, JournalReplayFailed
 from lakelog.platform.journal.objects import FENCE, encode_marker, encode_records, generation_path, slot_name
 from lakelog.schemas import TOPIC_SCHEMA
@@ -146,3 +146,23 @@ def test_a_topic_whose_table_commits_fall_behind_takes_no_more(tmp_path: Path) -
         broker.journal.committer.commit_all()  # type: ignore[union-attr]  # the table caught up
         assert broker.produce("t", [Record(b"v")]).offsets.tolist() == [acked]
     assert assert_topic_intact(str(tmp_path / "root"), "t") == {0: list(range(acked + 1))}
+
+
+def test_a_producer_state_rebuilt_on_the_leader_counts_its_batches_still_in_the_journal(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    batch = ProducerBatch(producer_id=42, producer_epoch=0, base_sequence=0)
+    with Broker(root=str(root), journal_enable=True, journal_node="a", linger_ms=1, journal_linger_ms=2) as broker:
+        broker.create_topic("t", 2, {"table.commit.interval.ms": 600_000})
+        broker.produce("t", [Record(b"x", partition=1)])  # another producer's record before it, elsewhere
+        first = broker.produce("t", [Record(b"a", partition=0), Record(b"b", partition=0)], producer=batch)
+        assert broker.topic_log("t").log_end_offset(0) == 0  # in the journal only
+        opened = broker._open("t")
+        opened.producers.forget_changed({42})  # as a reload of every producer's state would drop it
+        retried = broker.produce("t", [Record(b"a", partition=0), Record(b"b", partition=0)], producer=batch)
+        assert retried.duplicate and retried.offsets.tolist() == first.offsets.tolist() == [0, 1]
+        opened.producers.forget_changed(None)
+        following = ProducerBatch(producer_id=42, producer_epoch=0, base_sequence=2)
+        assert broker.produce("t", [Record(b"c", partition=0)], producer=following).offsets.tolist() == [2]
+        with pytest.raises(OutOfOrderSequence):  # the rebuilt state knows the next sequence is 3
+            broker.produce("t", [Record(b"d", partition=0)], producer=ProducerBatch(42, 0, 5))
+    assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2], 1: [0]}

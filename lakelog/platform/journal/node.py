@@ -18,6 +18,7 @@ from lakelog.platform.journal.claims import epochs_path
 from lakelog.platform.journal.committer import TableCommitter
 from lakelog.platform.journal.errors import JournalRefused
 from lakelog.platform.journal.objects import JOURNAL
+from lakelog.platform.journal.producer_history import journaled_history
 from lakelog.platform.journal.recovery import Replayed, replay
 from lakelog.platform.journal.table_commit import commit_entries
 from lakelog.platform.journal.topic_state import JournalTopic
@@ -60,6 +61,8 @@ class NodeJournal:
         """Make an opened topic's offsets the journal's (set before its first produce call)."""
         opened.journal = JournalTopic(opened.meta.name, opened.log.log_end_offset)
         opened.log.journaled = True
+        # A producer's state rebuilt here counts its batches acknowledged but not yet in the table.
+        opened.producers.read_history_from(journaled_history(opened.log.producer_history, opened.journal))
 
     def submit(self, opened: "OpenTopic", pending: PendingProduce) -> Future:
         return self.writer.submit(opened, pending)
