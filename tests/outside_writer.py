@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from tests.patience import STUCK_S
+from tests.together import CLEAN_EXIT
 
 REPO = Path(__file__).resolve().parents[1]
 # The table's URI and storage options come in argv (`uri`, `options`); `dt` is its DeltaTable, `rows(partition,
@@ -52,7 +53,7 @@ def rows(partition, offsets, value=b"from outside"):
 def run_delta_rs(table_uri: str, storage_options: Mapping[str, str] | None, code: str) -> str:
     """Run `code` (after PRELUDE) in another process; its standard output."""
     prelude = PRELUDE.replace("STUCK_S", repr(STUCK_S))
-    result = subprocess.run([sys.executable, "-c", prelude + code, table_uri, json.dumps(dict(storage_options or {}))],
+    result = subprocess.run([sys.executable, "-c", prelude + code + CLEAN_EXIT, table_uri, json.dumps(dict(storage_options or {}))],
                             cwd=REPO, capture_output=True, text=True, timeout=2 * STUCK_S)  # past retried's deadline
     assert result.returncode == 0, result.stderr
     return result.stdout
