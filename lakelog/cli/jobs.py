@@ -1,5 +1,5 @@
-"""`lakelog jobs`: retention, roll, compact, vacuum and replicate on local Spark (lakelog/spark_jobs),
-with a progress bar, each run recorded for `GET /v1/jobs`.
+"""`lakelog jobs`: retention, roll, compact, vacuum and replicate on local Spark (lakelog/spark_jobs), and
+journal-sweep (no Spark), with a progress bar, each run recorded for `GET /v1/jobs`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from lakelog.cli.common import broker, settings
+from lakelog.cli.common import settings
+from lakelog.platform import Broker
 
 jobs_app = typer.Typer(help="Maintenance jobs on local Spark: retention, roll, compact, vacuum.",
                        no_args_is_help=True)
@@ -26,13 +27,15 @@ def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
         task = progress.add_task(f"{job}: starting local Spark", total=None)
-        spark = None if job in ("retention", "vacuum") or dry_run else local_session(f"lakelog-{job}")
+        spark = None if job in ("retention", "vacuum", "journal-sweep") or dry_run else local_session(f"lakelog-{job}")
         progress.update(task, description=f"{job}: planning")
 
         def step(message: str, done: int, total: int) -> None:
             progress.update(task, description=message, completed=done, total=total)
 
-        with broker() as b:  # the run is recorded for `GET /v1/jobs` as the scheduler's are (a dry run is not)
+        # The jobs append no records: no journal of their own, as the scheduler's (at start it would fence the
+        # live generation of a node sharing its `journal_node`). Recorded for `GET /v1/jobs` (a dry run is not).
+        with Broker(settings(journal_enable=False), create_catalog=False) as b:
             report = run_recorded(job, b, spark, topic or None, dry_run, "cli",
                                   settings().job_runs_retention_ms, progress=step)
     for plan in report.plans:
@@ -57,3 +60,9 @@ _job_command("roll", "Merge small files into segments of about segment.bytes (da
 _job_command("compact", "Keep the latest record per key in closed segments of compacted topics.")
 _job_command("vacuum", "Delete files removed from the table longer ago than file.delete.delay.ms.")
 _job_command("replicate", "Copy missing commits and files to every follower site, in version order (needs sites).")
+
+
+@jobs_app.command("journal-sweep", help="Delete journal objects of fenced generations (nodes gone, their topics taken "
+                                        "over) whose entries are all in their tables; fences stay.")
+def journal_sweep(dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing")) -> None:
+    _run_job("journal-sweep", None, dry_run)

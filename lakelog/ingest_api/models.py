@@ -389,8 +389,9 @@ class ClusterDescription(Strict):
 class JobRunEntry(Strict):
     """One run of a maintenance job, as `<root>/_control/job_runs` holds it."""
 
-    job: str = Field(description="retention, roll, compact, vacuum or replicate")
-    topics: str = Field(description="The topics the run planned work on, comma-separated (empty: none)")
+    job: str = Field(description="retention, roll, compact, vacuum, journal-sweep or replicate")
+    topics: str = Field(description="The topics the run planned work on, comma-separated (empty: none); "
+                        "journal-sweep: the journal generations (`_journal/gens/<node>/<run>`)")
     started_ms: int = Field(description="When it started, in milliseconds since the epoch")
     seconds: float = Field(description="How long it took")
     ok: bool = Field(description="False when the run failed (its counts are then zero)")
@@ -401,7 +402,7 @@ class JobRunEntry(Strict):
     bytes_removed: int = Field(description="Bytes of the data files removed")
     records_in: int = Field(description="Records read by rewrites")
     records_out: int = Field(description="Records written by rewrites")
-    files_deleted: int = Field(description="Files vacuum deleted from storage")
+    files_deleted: int = Field(description="Files vacuum (journal objects journal-sweep) deleted from storage")
     trigger: Literal["schedule", "cli", "spark-submit"] = Field(
         description="What started it: the scheduler of `lakelog serve`, `lakelog jobs ...`, or spark-submit")
 

@@ -27,13 +27,14 @@ from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.platform.log import TopicLog
 from lakelog.platform.segment import TableLayout
 from lakelog.spark_jobs.connection import Connection
+from lakelog.spark_jobs.journal_sweep import run_journal_sweep
 from lakelog.spark_jobs.replicate import run_replication
 from lakelog.spark_jobs.report import JobReport, Progress
 from lakelog.spark_jobs.vacuum import run_vacuum
 
 log = logging.getLogger(__name__)
 
-JOBS = ("retention", "roll", "compact", "vacuum")
+JOBS = ("retention", "roll", "compact", "vacuum", "journal-sweep")
 REPLICATION_JOB = "replicate"  # only with sites configured
 MAX_ROUNDS = 3
 
@@ -56,6 +57,10 @@ def run_job(job: str, broker: Broker, spark: Any = None, topics: Sequence[str] |
         report = run_replication(broker, spark, _metas(broker, topics), dry_run, progress)
     elif job == "vacuum":
         report = run_vacuum(broker, _metas(broker, topics), dry_run, now_ms, progress)
+    elif job == "journal-sweep":  # over the root's journal generations, not topics
+        if topics:
+            raise ValueError("journal-sweep runs over the root's journal generations: it takes no topics")
+        report = run_journal_sweep(broker, dry_run, progress)
     else:
         report = JobReport(job, dry_run)
         wanted: set[tuple[str, int]] | None = None

@@ -5,7 +5,8 @@ Storage options (credentials included) come from the environment (`LAKELOG_STORA
 
 `lakelog serve` starts this as a separate process so the API never stalls on
 Spark. Each round runs retention, roll, compact and vacuum over all topics
-with one local SparkSession kept for the life of the process; a failing job
+with one local SparkSession kept for the life of the process, then
+journal-sweep over the root's journal generations (no Spark); a failing job
 is logged and the next round tries again. SIGTERM/SIGINT stop it between jobs.
 """
 
