@@ -90,14 +90,17 @@ def test_ten_thousand_topics_list_describe_and_one_more_create_in_two_round_trip
         produced = client.post("/v1/topics/t00000/records", json={"records": [{"value": "w"}]})
         assert produced.status_code == 200, produced.text
 
-        # Alter: the row's file, the commit; the answer's describe asks the open log for a newer version.
+        # Alter: the row's file, the commit; the answer's describe asks the open log for a newer version: a GET
+        # of the next one, or a LIST when the snapshot is older than SNAPSHOT_MAX_AGE_S (a slow moment since the
+        # describe above: a loaded machine's fresh-clone run saw it).
         s3_proxy.delay = ONE_WAY_S
         with s3_proxy.counter.measure() as counted:
             altered = client.patch("/v1/topics/t09999/config", json={"config": {"retention.ms": 60000}})
         s3_proxy.delay = 0.0
         assert altered.status_code == 200, altered.text
         made = _catalog_or("t09999", counted)
-        assert sorted(r.kind for r in made) == ["get", "put_data", "put_log"], counted.describe()
+        kinds = sorted(r.kind for r in made)
+        assert kinds in (["get", "put_data", "put_log"], ["list", "put_data", "put_log"]), counted.describe()
         assert Counted(made).round_trips(ONE_WAY_S) <= 3, counted.describe()
 
         # Delete: the table's listing beside the row's file, the commit, one DeleteObjects.
