@@ -70,6 +70,7 @@ class Consumer(Membership, Fetching, Commits):
         self._buffer: deque[Message] = deque()
         self._positions: dict[TP, int] = {}  # the next offset after what poll() handed out
         self._polls = 0  # subscribe mode: the number of the last poll answer received (sent back as `after`)
+        self._poll_requests = 0  # subscribe mode: poll requests sent, numbered (`request`), never reset
         self._skip: dict[TP, int] = {}  # subscribe mode: a forward seek, records below are dropped
         self._fetch_at: dict[TP, int] = {}  # assign mode: the next offset to fetch
         self._cursor = 0

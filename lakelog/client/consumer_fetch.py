@@ -33,8 +33,10 @@ class Fetching:
             self._rejoin = True
             time.sleep(min(self._backoff_s, wait_s))
             return []
+        self._poll_requests += 1  # a request given up on may reach the coordinator after this one: it is stale
         params = {"max_records": int(self._config["max.poll.records"]), "timeout_ms": int(wait_s * 1000),
-                  "key_format": "base64", "value_format": "base64", "after": self._polls}
+                  "key_format": "base64", "value_format": "base64", "after": self._polls,
+                  "request": self._poll_requests}
         if self._config["fetch.max.bytes"]:
             params["max_bytes"] = int(self._config["fetch.max.bytes"])
         self._given_up.clear()

@@ -74,3 +74,27 @@ def test_an_abandoned_poll_finishing_late_never_rolls_back_the_answer_the_member
             assert offsets(again) == [5], "the abandoned poll rolled back the answer the member got"
         finally:
             coordinator.close()
+
+
+def test_a_poll_the_member_gave_up_on_reaching_the_coordinator_late_changes_nothing(tmp_path: Path) -> None:
+    """The member gave up on poll S (after=0; a relaying node stalled, a busy coordinator) and asked again:
+    R (after=0) was answered, and the member got it. S reaches the coordinator only then. Its `after` is
+    old: acknowledging it rolled R back, S's own answer (lost) took R's number, and the member's next poll,
+    acknowledging R, started after records it never got (the chaos test's consumer read a partition up to
+    383, then from 387). Numbered requests tell S is stale: it answers nothing and changes nothing."""
+    with Broker(root=str(tmp_path / "data")) as broker:
+        broker.create_topic("t", 1)
+        coordinator = GroupCoordinator(broker, initial_rebalance_delay_ms=0)
+        try:
+            member, _ = coordinator.join("g", OPTIONS)
+            assert coordinator.poll("g", member, timeout_ms=0, after=0, request=1).number == 0
+            broker.produce("t", [Record(f"a{i}".encode()) for i in range(5)])
+            received = coordinator.poll("g", member, timeout_ms=0, after=0, request=3)  # R
+            assert offsets(received) == [0, 1, 2, 3, 4] and received.number == 1
+            broker.produce("t", [Record(f"b{i}".encode()) for i in range(5)])
+            stale = coordinator.poll("g", member, timeout_ms=0, after=0, request=2)  # S, late: its answer is lost
+            assert offsets(stale) == []
+            again = coordinator.poll("g", member, timeout_ms=0, after=received.number, request=4)
+            assert offsets(again) == [5, 6, 7, 8, 9], "records after the answer the member got were skipped"
+        finally:
+            coordinator.close()

@@ -101,6 +101,8 @@ async def poll(
     timeout_ms: Annotated[int, Query(ge=0, le=300_000)] = 0,
     after: Annotated[int | None, Query(ge=0, description="The `poll` number of the last answer received: "
                                                          "a lost answer's records come again")] = None,
+    request: Annotated[int | None, Query(ge=1, description="This poll request's number, higher for each request "
+                                                           "the member sends: a stale request changes nothing")] = None,
     key_format: FormatQ = "string",
     value_format: FormatQ = "string",
     format: Literal["json", "arrow"] = "json",
@@ -110,7 +112,7 @@ async def poll(
     authorizer.check(principal, "read", "group", group)
     wait = min(timeout_ms, services.settings.max_poll_timeout_ms)
     result = await blocking(services.coordinator.poll, group, member, max_records, max_bytes, wait,
-                            lambda topic: authorizer.check(principal, "read", "topic", topic), after)
+                            lambda topic: authorizer.check(principal, "read", "topic", topic), after, request)
     record_fetch(services, result.results, "poll", started)
     return records_response(result.results, key_format, value_format, format,
                             {"generation": result.generation, "poll": result.number})

@@ -203,12 +203,15 @@ class GroupCoordinator(Offsets, Handover):
     # ---- polling --------------------------------------------------------------
 
     def poll(self, group_id: str, member_id: str, max_records: int = 500, max_bytes: int | None = None,
-             timeout_ms: int = 0, authorize: Callable[[str], None] | None = None, after: int | None = None) -> Poll:
+             timeout_ms: int = 0, authorize: Callable[[str], None] | None = None, after: int | None = None,
+             request: int | None = None) -> Poll:
         """Records from the member's partitions, fairly (see positions.py); waits up to `timeout_ms` for a
         commit when there is nothing to read.
 
         `after`: the number of the last poll the member received; if the one after it was lost on its way,
         its records come again (`positions.acknowledge`). Without it, every answer counts as received.
+        `request`: the member's number for this request (higher each time); a stale one (it came after a later
+        one) answers nothing and changes nothing (`positions.start`).
 
         `authorize(topic)` raises when the caller may no longer read a topic: checked on every poll,
         since a right revoked after the join must stop the records at once."""
@@ -216,7 +219,10 @@ class GroupCoordinator(Offsets, Handover):
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         deadline = self._clock() + max(timeout_ms, 0) / 1000
         with self._lock:  # before the auto-commit: a lost answer's records are not committed past
-            started = positions.start(self.membership.member(group_id, member_id)[1], after)
+            group, member = self.membership.member(group_id, member_id)
+            if not positions.current(member, request):  # the member sent a later one: this answer goes nowhere
+                return Poll(group.generation, [], after or 0)
+            started = positions.start(member, after)
         self._auto_commit(group_id, member_id)
         wait_s = self.broker.settings.refresh_interval_ms / 1000  # other writers' commits are seen by refresh
         while True:

@@ -82,6 +82,7 @@ class Member:
     polls: int = 0  # the number of the last poll answered with records
     before_poll: dict[int, dict[TopicPartition, int]] = field(default_factory=dict)  # poll n -> positions it moved
     answers: int = 0  # poll answers given so far, numbered or not: a poll that sees it move was overtaken
+    requests: int = 0  # the highest poll request number the member sent (`positions.start`)
     cursor: int = 0  # where the next poll starts, so partitions take turns
 
     def subscribed(self, topics: PartitionCounts) -> frozenset[str]:

@@ -87,6 +87,23 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
 POLLS_REMEMBERED = 16  # positions before each of the member's latest polls, for answers lost on the way
 
 
+def current(member: Member, request: int | None) -> bool:
+    """Whether a poll request is the member's latest one (`request`: its number, higher for each request the
+    member sends; None: not numbered, always current), noting its number.
+
+    A request numbered no higher than one already seen is stale: the member gave up on it, and it reached
+    the coordinator only after a later one. Such a poll must answer nothing and change nothing. Its `after`
+    is old: acknowledging it would roll back an answer the member did receive, and the stale poll's own
+    answer, lost, would then take that answer's number, so that the member's next `after` acknowledged
+    records it never got (tests/core/test_group_poll_overtaken.py)."""
+    if request is None:
+        return True
+    if request <= member.requests:
+        return False
+    member.requests = request
+    return True
+
+
 def start(member: Member, after: int | None) -> int:
     """A poll begins: the member's acknowledgement applies (`acknowledge`); answers the member's answer
     count, which the poll gives back to `overtaken` and `advance` when it answers."""

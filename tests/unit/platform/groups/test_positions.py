@@ -156,3 +156,19 @@ def test_when_the_abandoned_poll_answered_first_the_next_poll_rolls_it_back() ->
     assert member.polls == 1 and _positions_of(member) == {0: 4}  # unchanged until the member says
     positions.start(member, 0)  # Y's answer carried number 0: X's answer was lost
     assert member.polls == 0 and _positions_of(member) == {0: 0}
+
+
+def test_a_request_older_than_one_seen_is_stale_and_changes_nothing() -> None:
+    """Request numbers only grow: a poll request that reaches the coordinator after a later one of its member
+    (the member gave up on it) is not current, and its old `after` is never applied."""
+    from lakelog.platform.groups import positions
+
+    member = Member("m", JoinOptions(topics=["t"]), None, 0.0, 0.0, assignment={("t", 0)},
+                    positions={("t", 0): 0})
+    log = FakeLog({0: 100})
+    assert positions.current(member, 2)  # R, sent after S
+    positions.advance(member, [log.fetch("t", 0, 0, 4)], 0, positions.start(member, 0))
+    assert member.polls == 1 and _positions_of(member) == {0: 4}  # the member got R's answer
+    assert not positions.current(member, 1) and not positions.current(member, 2)  # S late, or R again
+    assert member.polls == 1 and _positions_of(member) == {0: 4}
+    assert positions.current(member, 3) and positions.current(member, None)  # unnumbered: always current
