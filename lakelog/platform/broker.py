@@ -4,7 +4,8 @@ The HTTP tier, the CLI and the Spark jobs all go through this class. It holds
 one `TopicLog` (one DeltaTable) and one flush thread per topic, opened on
 first use.
 
-Put together from its parts: the produce face in `broker_produce.py` (`Producing`), the per-topic
+Put together from its parts: the produce face in `broker_produce.py` (`Producing`), the log ends in
+`broker_ends.py` (`LogEnds`: describe, `latest`, offset checks, with the journal's reads), the per-topic
 machinery in `open_topic.py`, fetch and the high watermark in `fetch.py`. This module owns the
 node's set-up, topic admin, the cluster view, the doors to fetch and replication admin, and the
 lifecycle. Any thread may call it (its own state is under `_lock`); its background threads are the
@@ -17,16 +18,16 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from lakelog.platform.broker_ends import LogEnds, TopicDescription
 from lakelog.platform.broker_produce import Producing, parse_acks
 from lakelog.platform.catalog import Catalog, TopicMeta
 from lakelog.platform.cluster import Membership, Node
-from lakelog.platform.cluster.errors import NotInCluster
+from lakelog.platform.cluster.errors import NodeUnavailable, NotInCluster
 from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.forwarding import NodeClient
-from lakelog.platform.cluster.relay import LeaderReads, at_least
+from lakelog.platform.cluster.relay import LeaderReads
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
@@ -49,20 +50,7 @@ __all__ = ["Broker", "OpenTopic", "TopicDescription", "parse_acks"]
 log = logging.getLogger(__name__)
 
 
-
-@dataclass(frozen=True)
-class TopicDescription:
-    meta: TopicMeta
-    partitions: list[PartitionState]
-
-    @classmethod
-    def created(cls, meta: TopicMeta) -> "TopicDescription":
-        """A topic as its create leaves it, every partition empty: no storage read, no log opened."""
-        return cls(meta, [PartitionState(p, 0, 0, 0, 0) for p in range(meta.partitions)])
-
-
-
-class Broker(Producing):
+class Broker(Producing, LogEnds):
     def __init__(self, settings: CoreSettings | None = None, *, create_catalog: bool = True,
                  **overrides: Any) -> None:
         """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides.
@@ -168,27 +156,6 @@ class Broker(Producing):
                 except OSError:
                     log.warning("topic %s not deleted at %s (unreachable)", name, storage.root)
 
-    def describe_topic(self, name: str) -> TopicDescription:
-        topic = self._open(name)
-        topic.log.refresh()
-        states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
-        if topic.journal is not None:  # acknowledged records the table does not hold yet count too
-            leader = self._leader_ends(name)
-            states = [replace(s, log_end_offset=at_least(leader, s.partition,
-                                                         max(s.log_end_offset, topic.journal.end(s.partition))))
-                      for s in states]
-        return TopicDescription(topic.meta, states)
-
-    def log_end_offsets(self, topic: str, relay: bool = True) -> list[int]:
-        """Each partition's log end offset as this node knows it (no table read): with the journal on, past
-        its acknowledged records, or (`relay`) the leader's when another node leads the topic and answers."""
-        opened = self._open(topic)
-        ends = [opened.log.log_end_offset(p) for p in range(opened.meta.partitions)]
-        if opened.journal is None:
-            return ends
-        leader = self._leader_ends(topic) if relay else None
-        return [at_least(leader, p, max(end, opened.journal.end(p))) for p, end in enumerate(ends)]
-
     def topic(self, name: str) -> TopicMeta:
         return self._open(name).meta
 
@@ -269,12 +236,6 @@ class Broker(Producing):
         leader = view.owner(topic_key(topic))
         return None if view.is_local(leader) else leader
 
-    def _leader_ends(self, topic: str) -> list[int] | None:
-        """With the journal on, at a node that does not lead `topic`: the leader's log end offsets, past the
-        records it acknowledged (None when this node leads, or the leader gave no answer)."""
-        leader = self._remote_leader(topic) if self._leader_reads is not None else None
-        return None if leader is None else self._leader_reads.log_ends(leader, topic)  # type: ignore[union-attr]
-
     def led_partition_states(self) -> dict[str, list[PartitionState]] | None:
         """The partitions of each topic this node has open and leads, as it knows them: memory only, no
         storage request and no topic opened (what the history samples every few seconds). The leader's own
@@ -329,6 +290,8 @@ class Broker(Producing):
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
         leader = self._remote_leader(topic)
+        if leader is None and self.past_known_end(opened, partition, offset):
+            self.journal.take_for_reads(opened)  # the previous leader's acknowledged records: in the table first
         if relay and leader is not None and self._leader_reads is not None \
                 and offset >= opened.log.log_end_offset(partition):
             started = time.monotonic()
@@ -337,40 +300,20 @@ class Broker(Producing):
             if relayed is not None:
                 return relayed
             timeout_ms = max(timeout_ms - int((time.monotonic() - started) * 1000), 0)
-        return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
-                                   site or self.settings.site, min_bytes, lambda: self._closed,
-                                   led_elsewhere=leader is not None)
+        try:
+            return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
+                                       site or self.settings.site, min_bytes, lambda: self._closed,
+                                       led_elsewhere=leader is not None)
+        except OffsetOutOfRange as exc:
+            if leader is None or opened.journal is None or offset < exc.log_start_offset:
+                raise
+            raise NodeUnavailable(f"{topic}-{partition} at {offset}: past this node's table, and its leader "
+                                  f"({leader.node_id}) did not answer; retry") from None
 
     def wait_for_commit(self, timeout_s: float) -> None:
         """Block until a topic of this node commits, or `timeout_s` passes (long polls over many topics)."""
         with self.committed:
             self.committed.wait(max(timeout_s, 0))
-
-    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
-        """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
-        opened = self._open(topic)
-        self._partition_check(opened, partition)
-        opened.log.refresh()
-        if spec == "latest" and opened.journal is not None:  # acknowledged records not in the table yet
-            return at_least(self._leader_ends(topic), partition,
-                            max(opened.log.offset_for(partition, spec), opened.journal.end(partition)))
-        return opened.log.offset_for(partition, spec)
-
-    def check_offset(self, topic: str, partition: int, offset: int) -> None:
-        """Raise OffsetOutOfRange when `offset` is outside [log start, log end], as the log is now: what
-        this node knew is looked at again first (another node may have written past it)."""
-        opened = self._open(topic)
-        start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
-        if opened.journal is not None:
-            end = max(end, opened.journal.end(partition))
-        if not start <= offset <= end:
-            opened.log.refresh()
-            start, end = opened.log.log_start_offset(partition), opened.log.log_end_offset(partition)
-        if offset > end and opened.journal is not None:  # read past the table through the leader (relay.py)
-            end = at_least(self._leader_ends(topic), partition, end)
-        if not start <= offset <= end:
-            raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
-                                   start, end)
 
     # ---- replication ----------------------------------------------------------
 

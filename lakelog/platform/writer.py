@@ -13,6 +13,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -170,11 +171,12 @@ class TopicWriter:
             start = end
         self.notify_committed()
 
-    def admit(self, batch: list[PendingProduce]) -> list[PendingProduce]:
+    def admit(self, batch: list[PendingProduce], catch_up: Callable[[], None]) -> list[PendingProduce]:
         """The calls of a flush that go on (the node journal's flush admits its calls of this topic here). No
         look at other writers' commits: with the journal a node is the topic's only writer, and the look
-        would wait on the log lock that a table commit holds for its round trips."""
-        return self._admit(batch)
+        would wait on the log lock that a table commit holds for its round trips. `catch_up` follows the
+        refresh of a sequence gap: the journal's, which asks whether the topic is still this node's."""
+        return self._admit(batch, catch_up=catch_up)
 
     def record_producers(self, accepted: list[PendingProduce], results: list[ProduceResult]) -> None:
         """Producer state after the calls' records became durable (a failure only makes a retry look further)."""
@@ -186,7 +188,8 @@ class TopicWriter:
                     log.exception("producer state of %s not recorded", self.log.name)
                     self.producers.forget(pending.producer.producer_id)
 
-    def _admit(self, batch: list[PendingProduce], refreshed: bool = False) -> list[PendingProduce]:
+    def _admit(self, batch: list[PendingProduce], refreshed: bool = False,
+               catch_up: Callable[[], None] | None = None) -> list[PendingProduce]:
         """Drop expired calls, answer retried idempotent batches, fence stale producers.
 
         A sequence gap or a fenced epoch may only mean that this node's view is behind the log (another
@@ -216,6 +219,8 @@ class TopicWriter:
             except (OutOfOrderSequence, InvalidProducerEpoch) as exc:
                 if not refreshed:
                     self._catch_up_producers()
+                    if catch_up is not None:
+                        catch_up()
                     return self._admit(batch, refreshed=True)
                 fail(pending.future, exc)
                 continue

@@ -9,6 +9,7 @@ holds a record."""
 from __future__ import annotations
 
 import itertools
+import signal
 import threading
 import time
 from typing import Callable
@@ -124,11 +125,32 @@ def test_a_non_leader_serves_acknowledged_records_before_the_table_commit(tmp_pa
         finally:
             consumer.close()
         assert table_rows(root, topic) == 0  # all of it before any table commit
+        after_the_leader_stops(other, leader, topic, acked)
     finally:
         for node in nodes:
+            node.signal(signal.SIGCONT)
             node.terminate()  # a clean stop commits the journal's entries to the tables
     stored = assert_topic_intact(root, topic)
     assert set(acked.values()) == {(p, o) for p, offsets in stored.items() for o in offsets}
+
+
+def after_the_leader_stops(other: Node, leader: Node, topic: str, acked: dict[str, tuple[int, int]]) -> None:
+    """The leader stops answering, its acknowledged records in its journal only. A read past the other
+    node's table is no OFFSET_OUT_OF_RANGE (a consumer would reset past them, or back): first a retriable
+    refusal while the leader is only silent, then, once the other node leads the topic, its records, read
+    from the journal the takeover replayed into the table."""
+    leader.signal(signal.SIGSTOP)
+    past_table = {"offset": 5, "timeout_ms": 0}
+    with httpx.Client(base_url=other.url, timeout=STUCK_S) as o:
+        silent = o.get(f"/v1/topics/{topic}/partitions/0/records", params=past_table)
+        assert silent.status_code == 503 and silent.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", silent.text
+        wait_for(lambda: (c := settled([other])) and c["topics"].get(topic) == other.name,
+                 lambda: f"{other.name} to lead {topic}: {views([other])}")
+        taken = wait_for(lambda: (r := o.get(f"/v1/topics/{topic}/partitions/0/records", params=past_table))
+                         .status_code != 503 and r, "an answer other than a retriable refusal")
+        assert taken.status_code == 200, taken.text
+        on_partition_0 = sorted((offset, value) for value, (p, offset) in acked.items() if p == 0 and offset >= 5)
+        assert [(r["offset"], r["value"]) for r in taken.json()["records"]] == on_partition_0
 
 
 def test_the_relay_routes_need_the_cluster_secret_and_a_well_formed_ask(

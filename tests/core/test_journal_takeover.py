@@ -9,12 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.records import ProducerBatch
-from lakelog.platform.errors import LakelogError
+from lakelog.platform.records import ProduceResult, ProducerBatch
+from lakelog.platform.errors import LakelogError, OffsetOutOfRange
 from lakelog.platform.journal.claims import fence_generation
 from lakelog.platform.journal.errors import JournalFenced
+from lakelog.platform.storage import Storage
 from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
 
@@ -24,15 +26,26 @@ def journaled(root: Path, node: str) -> Broker:
 
 
 def produce_retrying(broker: Broker, value: bytes) -> int:
+    return int(acknowledged(broker, value).offsets[0])
+
+
+def acknowledged(broker: Broker, value: bytes, producer: ProducerBatch | None = None) -> ProduceResult:
     """Retried while refused retriably (fenced by the other writer): two writers taking the topic from each
     other may each lose several times in a row on a loaded machine."""
     deadline = time.monotonic() + STUCK_S
     while True:
         try:
-            return int(broker.produce("t", [Record(value)]).offsets[0])
+            return broker.produce("t", [Record(value)], producer=producer)
         except LakelogError as exc:
             assert exc.retriable, exc
             assert time.monotonic() < deadline, f"{value!r} never acknowledged"
+
+
+def assert_stored(root: Path, values: list[bytes]) -> None:
+    """The topic holds these values at offsets 0, 1, ... once each."""
+    assert assert_topic_intact(str(root), "t") == {0: list(range(len(values)))}
+    with Broker(root=str(root)) as reader:
+        assert [r.value for r in reader.fetch("t", 0, 0, 100)] == values
 
 
 def test_a_takeover_fences_the_holder_and_replays_it(tmp_path: Path) -> None:
@@ -53,10 +66,7 @@ def test_a_takeover_fences_the_holder_and_replays_it(tmp_path: Path) -> None:
     finally:
         a.close()  # each commits what it acknowledged: already in the table, refused by offset, never twice
         b.close()
-    assert assert_topic_intact(str(root), "t") == {0: list(range(7))}
-    with Broker(root=str(root)) as reader:
-        values = [r.value for r in reader.fetch("t", 0, 0, 100)]
-    assert values == [b"a0", b"a1", b"a2", b"b0", b"b1", b"a3", b"b2"]
+    assert_stored(root, [b"a0", b"a1", b"a2", b"b0", b"b1", b"a3", b"b2"])
 
 
 def test_two_writers_at_once_lose_and_double_nothing(tmp_path: Path) -> None:
@@ -118,9 +128,7 @@ def test_a_takeover_replays_an_idempotent_producer_whose_batches_the_holder_comm
     finally:
         a.close()
         b.close()
-    assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3]}
-    with Broker(root=str(root)) as reader:
-        assert [r.value for r in reader.fetch("t", 0, 0, 100)] == [b"p0", b"p1", b"p2", b"b0"]
+    assert_stored(root, [b"p0", b"p1", b"p2", b"b0"])
 
 
 def test_a_writer_fenced_by_a_taker_that_never_claimed_leaves_no_gap_for_the_next(tmp_path: Path) -> None:
@@ -140,6 +148,128 @@ def test_a_writer_fenced_by_a_taker_that_never_claimed_leaves_no_gap_for_the_nex
     finally:
         a.close()
         b.close()
-    assert assert_topic_intact(str(root), "t") == {0: list(range(6))}
-    with Broker(root=str(root)) as reader:
-        assert [r.value for r in reader.fetch("t", 0, 0, 100)] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0"]
+    assert_stored(root, [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0"])
+
+
+def test_a_writer_taking_a_topic_back_learns_the_idempotent_batches_it_replayed(tmp_path: Path) -> None:
+    """a committed an idempotent producer's first batch itself; b took the topic and acknowledged the next
+    batch in its journal only; a takes the topic back, replaying that batch through its own log. a's
+    producer state must then expect the batch after it (it once still expected the replayed one, so the
+    producer's next batch was refused OUT_OF_ORDER_SEQUENCE_NUMBER: the chaos test with the journal on)."""
+    root = tmp_path / "root"
+    a, b = journaled(root, "a"), journaled(root, "b")
+    try:
+        a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        first = a.produce("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(77, 0, 0))
+        a.flush()  # a's own commit: nothing another writer wrote
+        second = b.produce("t", [Record(b"p2")], producer=ProducerBatch(77, 0, 2))  # b takes the topic
+        assert (list(first.offsets), list(second.offsets)) == ([0, 1], [2])
+        assert b.topic_log("t").log_end_offset(0) == 2  # the second batch in b's journal only
+        third = acknowledged(a, b"p3", ProducerBatch(77, 0, 3))  # its first call after the fence may be refused
+        assert (list(third.offsets), third.duplicate) == ([3], False)
+    finally:
+        a.close()
+        b.close()
+    assert_stored(root, [b"p0", b"p1", b"p2", b"p3"])
+
+
+def test_a_new_leader_takes_the_topic_over_before_it_judges_an_offset_past_its_table(tmp_path: Path) -> None:
+    """a acknowledged records in its journal only, then stopped answering; b leads the topic now but has
+    produced nothing to it, so it has not taken it over yet. A group's committed offset or a consumer's
+    fetch past b's table is not out of range: b takes the topic first (its replay puts a's records in the
+    table) and serves them (it once answered OFFSET_OUT_OF_RANGE: the consumer reset and the group's
+    committed offset went back, in the chaos test with the journal on)."""
+    root = tmp_path / "root"
+    a, b = journaled(root, "a"), journaled(root, "b")
+    try:
+        a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        assert list(a.produce("t", [Record(b"a%d" % i) for i in range(4)]).offsets) == [0, 1, 2, 3]
+        assert b.topic_log("t").log_end_offset(0) == 0
+        b.check_offset("t", 0, 4)  # a's end: the committed offset of a consumer that read everything
+        assert b.topic_log("t").log_end_offset(0) == 4  # taken over: a's records replayed into the table
+        assert [r.value for r in b.fetch("t", 0, 2, 10)] == [b"a2", b"a3"]
+        try:
+            b.check_offset("t", 0, 5)
+            raise AssertionError("an offset past every acknowledged record was taken")
+        except OffsetOutOfRange as exc:
+            assert (exc.log_start_offset, exc.log_end_offset) == (0, 4)
+    finally:
+        a.close()
+        b.close()
+    assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3]}
+
+
+class WriterMovesOn:
+    """A taker's storage: right after its `listing`-th listing of a generation (1: the first), something
+    else happens (the generation's writer lands and commits more slots, so the slots the taker listed are
+    deleted, as the writer keeps only its highest; or another taker fences the generation)."""
+
+    def __init__(self, storage: Storage, writer_moves_on: Callable[[], None], listing: int = 1) -> None:
+        self._storage, self._moves_on, self._countdown = storage, writer_moves_on, listing
+
+    def list_names(self, uri: str) -> list[str]:
+        names = self._storage.list_names(uri)
+        self._countdown -= 1
+        if self._countdown == 0:
+            self._moves_on()
+        return names
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+
+def test_a_fence_put_in_a_slot_the_writer_used_and_deleted_is_put_again_above_it(tmp_path: Path) -> None:
+    """The slot after the highest one a taker listed may be free again by the time its fence is put: the
+    writer landed higher slots meanwhile and deleted the committed ones. The fence must end above the
+    writer's highest slot, or the writer never meets it and two writers hand out the same offsets (it once
+    landed in the hole: the two-writer test found offsets acknowledged twice)."""
+    root = tmp_path / "root"
+    a = journaled(root, "a")
+    try:
+        a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        a.produce("t", [Record(b"x0")])
+        a.flush()  # slot 0 landed and committed (kept: the highest)
+        run = a.journal.writer.run
+
+        def writer_moves_on() -> None:
+            for value in (b"x1", b"x2"):  # slots 1 and 2; each commit deletes the slot below
+                a.produce("t", [Record(value)])
+                a.flush()
+
+        fence, below = fence_generation(WriterMovesOn(a.storage, writer_moves_on), "a", run, "a taker")
+        assert (fence, below) == (3, [1, 2])  # above the writer's highest slot; the fence in the hole at 1 stays
+        try:
+            a.produce("t", [Record(b"late")])
+            raise AssertionError("a fenced generation acknowledged a record")
+        except JournalFenced:
+            pass
+    finally:
+        a.close()
+    assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2]}
+
+
+def test_a_fence_below_another_takers_fence_stays(tmp_path: Path) -> None:
+    """Two takers fence one generation at once: the first one's listing after its fence finds the second's
+    above it. That is no hole (no slot of the writer's above): the first fence stands, and is never
+    deleted, or the writer's put of that slot, still in flight, could land below the second taker's
+    replay (the model, protocol.py, found it)."""
+    root = tmp_path / "root"
+    a = journaled(root, "a")
+    try:
+        a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        a.produce("t", [Record(b"x0")])  # slot 0
+        run = a.journal.writer.run
+        second: list[tuple[int, list[int]]] = []
+        first = fence_generation(WriterMovesOn(a.storage, lambda: second.append(
+            fence_generation(a.storage, "a", run, "taker 2")), listing=2), "a", run, "taker 1")
+        assert (first, second) == ((1, [0]), [(2, [0, 1])])
+        assert a.storage.list_names(a.storage.uri("_journal", "gens", "a", run)) == [
+            "00000000000000000000", "00000000000000000001", "00000000000000000002"]
+        try:
+            a.produce("t", [Record(b"late")])
+            raise AssertionError("a fenced generation acknowledged a record")
+        except JournalFenced:
+            pass
+    finally:
+        a.close()
+    assert assert_topic_intact(str(root), "t") == {0: [0]}

@@ -127,9 +127,10 @@ async def relayed_fetch(topic: str, request: Request, services: Services = Depen
 
 @router.post("/internal/v1/topics/{topic}/log-ends", include_in_schema=False)
 async def relayed_log_ends(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
-    """This node's log end offset of each of the topic's partitions (past its journal's records)."""
+    """This node's log end offset of each of the topic's partitions (past its journal's records), once it
+    holds the topic's epoch: another node judges offsets by them (broker_ends.py)."""
     _check_node(request, services)
-    return json_response(await blocking(services.broker.log_end_offsets, topic, relay=False))
+    return json_response(await blocking(services.broker.log_end_offsets, topic, relay=False, taken=True))
 
 
 def _check_node(request: Request, services: Services) -> None:

@@ -270,7 +270,7 @@ class GroupCoordinator(Offsets, Handover):
             if partitions:
                 member.cursor = (member.cursor + 1) % len(partitions)
             cursor = member.cursor
-        found = {tp: positions.initial_position(self.broker, tp, committed[tp], reset) for tp in missing}
+        found = positions.initial_positions(self.broker, committed, reset)
         with self._lock:
             group, member = self.membership.member(group_id, member_id)
             for tp, offset in found.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from lakelog.platform.errors import OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.errors import LakelogError, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.groups.errors import NoOffsetForPartition
 from lakelog.platform.groups.membership import Group, Member
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
@@ -58,6 +58,20 @@ def initial_position(log: Log, tp: TopicPartition, committed: CommittedOffset | 
     return log.list_offset(tp[0], tp[1], reset)
 
 
+def initial_positions(log: Log, committed: dict[TopicPartition, CommittedOffset | None],
+                      reset: str) -> dict[TopicPartition, int]:
+    """`initial_position` of each partition; one whose offset cannot be judged now (its leader did not
+    answer, with the journal on) gets none, and the next poll asks again."""
+    found = {}
+    for tp, offset in committed.items():
+        try:
+            found[tp] = initial_position(log, tp, offset, reset)
+        except LakelogError as exc:
+            if not exc.retriable:
+                raise
+    return found
+
+
 def fetch_fairly(log: Log, plan: Plan, max_records: int,
                  max_bytes: int | None) -> tuple[list[FetchResult], list[TopicPartition]]:
     """Read each partition of the plan up to its share; answers the results and the partitions whose
@@ -76,6 +90,10 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
             continue
         except UnknownTopicOrPartition:
             continue  # the topic was deleted: the next metadata check rebalances
+        except LakelogError as exc:
+            if not exc.retriable:
+                raise
+            continue  # its leader did not answer (journal on): read at the next poll, as Kafka's fetcher does
         if result.records.num_rows:
             results.append(result)
             budget -= result.records.num_rows

@@ -73,13 +73,39 @@ def claim_epoch(storage: Storage, topic: str, number: int, node: str, run: str) 
 
 
 def fence_generation(storage: Storage, node: str, run: str, by: str) -> tuple[int, list[int]]:
-    """Put a fence in the generation's next free slot; answers its slot and the slots listed before it."""
+    """Put a fence in the generation's next free slot, above every slot its writer put; answers the fence's
+    slot and the generation's other slots below it, as listed after the fence landed.
+
+    The slot after the highest one listed may have been used meanwhile and deleted (its entries committed,
+    a higher slot landed: the writer keeps only its highest): a fence there sits in a hole below the
+    writer, which never meets it. So the listing after the fence decides: a slot of the writer's above it
+    (records or a tombstone) means another fence goes above that. The one in the hole stays (fences are
+    never deleted: another taker may have read below it); other takers' fences above do not count (the
+    writer is below them too, and two takers would otherwise leapfrog each other)."""
     folder = storage.uri(generation_path(node, run))
-    listed = sorted(s for s in (slot_of(n) for n in storage.list_names(folder)) if s is not None)
-    slot = listed[-1] + 1 if listed else 0
-    while not storage.put_if_absent(f"{folder}/{slot_name(slot)}", encode_marker(FENCE, by, run, slot)):
-        slot += 1  # the generation's own put of that slot landed first: it is below the fence, replayed too
-    return slot, listed
+    listed = _slots(storage, folder)
+    while True:
+        slot = listed[-1] + 1 if listed else 0
+        while not storage.put_if_absent(f"{folder}/{slot_name(slot)}", encode_marker(FENCE, by, run, slot)):
+            slot += 1  # the generation's own put of that slot landed first: it is below the fence, replayed too
+        after = _slots(storage, folder)
+        if not any(_writers(storage, folder, s) for s in after if s > slot):
+            return slot, [s for s in after if s < slot]
+        log.warning("journal: fence of generation %s/%s at slot %d fell below its writer (slots up to %d): "
+                    "another goes above", node, run, slot, after[-1])
+        listed = after
+
+
+def _slots(storage: Storage, folder: str) -> list[int]:
+    return sorted(s for s in (slot_of(n) for n in storage.list_names(folder)) if s is not None)
+
+
+def _writers(storage: Storage, folder: str, slot: int) -> bool:
+    """The slot holds (or held: only records objects are deleted) what the generation's writer put."""
+    try:
+        return decode(storage.read_bytes(f"{folder}/{slot_name(slot)}")).kind != FENCE
+    except FileNotFoundError:
+        return True
 
 
 def objects_below(storage: Storage, node: str, run: str, fence: int, listed: list[int]) -> list[tuple[int, JournalObject]]:

@@ -14,6 +14,7 @@ def problems(world: World) -> list[str]:
     """Every broken invariant, described; empty when the world is safe."""
     found = list(world.violations)
     found += fenced_acknowledgements(world)
+    found += acknowledged_outside_epochs(world)
     found += lost_acknowledgements(world)
     return found
 
@@ -23,6 +24,20 @@ def fenced_acknowledgements(world: World) -> list[str]:
     return [f"slot {slot} of generation {gen} acknowledged at or above a fence at {fence}"
             for gen, slot in sorted(world.acked_slots)
             for fenced_gen, fence in world.fences_placed if fenced_gen == gen and fence <= slot]
+
+
+def acknowledged_outside_epochs(world: World) -> list[str]:
+    """A generation acknowledges a topic's offsets only within an epoch naming it: from the epoch's start to
+    the next epoch's (which a taker set after replaying what lay below its fence)."""
+    found = []
+    for (topic, partition, offset), gens in sorted(world.acked_in.items()):
+        epochs = world.epochs[topic]
+        for gen in sorted(gens):
+            if not any(record.gen == gen and record.starts[partition] <= offset <
+                       (epochs[number + 1].starts[partition] if number + 1 in epochs else float("inf"))
+                       for number, record in epochs.items()):
+                found.append(f"{topic}/{partition}@{offset} acknowledged by generation {gen} outside its epochs")
+    return found
 
 
 def recovered(world: World) -> World:

@@ -83,6 +83,20 @@ class NodeJournal:
             finally:
                 state.reset()
 
+    def take_for_reads(self, opened: "OpenTopic") -> None:
+        """Before a read past every offset this leader knows is judged (broker_ends.py): the topic's epoch
+        held, so the previous holder's acknowledged records are in the table (its takeover's replay).
+        A no-op while this generation holds it."""
+        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        with state.lock:
+            if state.claimed_by == self.writer.run:
+                return
+            try:
+                self.writer.claim(opened, state)
+            except STORAGE_ERRORS as exc:
+                raise StorageUnavailable(f"{opened.meta.name!r} could not be taken over before the read: {exc}; "
+                                         "retry") from exc
+
     def forget_topic(self, opened: "OpenTopic") -> None:
         """A deleted topic: its entries count as committed (their objects may go)."""
         state: JournalTopic | None = opened.journal

@@ -24,6 +24,8 @@ class Variant:
     """The protocol's safety rules; every one on is the protocol as designed."""
 
     fence: bool = True  # a takeover fences the previous leader's generation before it replays
+    relist_fence: bool = True  # a fence is kept only if the listing after it finds no slot above it
+    keep_fenced_hole: bool = True  # a fence found below a slot stays (another goes above); never deleted
     window: int = 1  # journal puts in flight per process (the design: one)
     keep_seal: bool = True  # a generation's highest object becomes a tombstone; fences are never deleted
     self_fence: bool = True  # a writer that gives up on a slot fences it itself before opening a new generation
@@ -87,6 +89,18 @@ class Lead:
 
 
 @dataclass
+class Taking:
+    """A takeover under way: the epoch read, and the fence of the generation it names, put in steps (list,
+    put, list again) that other processes' steps interleave with."""
+
+    epoch: int
+    gen: Gen | None = None  # the generation to fence; None: nothing to fence
+    next_try: int = 0  # the slot the fence is put at next: the highest one listed + 1, then the next, ...
+    fence: int | None = None  # the slot the fence landed in, until the listing after it (kept, or in a hole)
+    fenced: bool = False  # the fence stands above every slot listed after it (or nothing to fence): replay
+
+
+@dataclass
 class Proc:
     pid: int
     run: int = 0
@@ -102,7 +116,7 @@ class Proc:
     buffer: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, record) to flush
     outbox: list[Forwarded] = field(default_factory=list)  # records for other leaders, to flush
     referenced: list[tuple[Gen, int, Forwarded]] = field(default_factory=list)  # references taken, to flush
-    taking: dict[str, int] = field(default_factory=dict)  # topic -> the epoch fenced by a takeover under way
+    taking: dict[str, Taking] = field(default_factory=dict)  # topic -> its takeover under way
 
     @property
     def gen(self) -> Gen:
@@ -124,8 +138,10 @@ class World:
     procs: list[Proc] = field(default_factory=list)
     orphans: list[tuple[Gen, int, JournalObject]] = field(default_factory=list)  # in flight, writer gone
     references: list[tuple[Gen, int, Forwarded]] = field(default_factory=list)  # sent to leaders, not yet taken
-    # What clients and the checker saw: acknowledged records, slots acknowledged, fences ever put.
+    # What clients and the checker saw: acknowledged records, slots acknowledged, fences kept (a taker's
+    # once the listing after it found nothing above it, a writer's own at once).
     acked: dict[Key, int] = field(default_factory=dict)
+    acked_in: dict[Key, set[Gen]] = field(default_factory=dict)  # the generations that acknowledged each
     acked_slots: set[tuple[Gen, int]] = field(default_factory=set)
     fences_placed: set[tuple[Gen, int]] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
@@ -148,8 +164,6 @@ def put_if_absent(world: World, gen: Gen, slot: int, obj: Slot) -> bool:
     if slot in taken:
         return False
     taken[slot] = obj
-    if isinstance(obj, Fence):
-        world.fences_placed.add((gen, slot))
     return True
 
 
@@ -311,6 +325,7 @@ def ack(world: World, proc: Proc) -> bool:
                     if world.acked.get(key, record) != record:
                         world.violations.append(f"offset reused: {key} acknowledged for {world.acked[key]} and {record}")
                     world.acked[key] = record
+                    world.acked_in.setdefault(key, set()).add(gen)
             world.acked_slots.add((gen, slot))
             world.references += [(gen, slot, forwarded) for forwarded in landed[slot].forwarded]  # to the leader
             slot += 1
@@ -330,18 +345,21 @@ def table_commit(world: World, proc: Proc, topic: str) -> bool:
 
 
 def delete_journal(world: World, proc: Proc) -> bool:
-    """Delete the writer's committed objects in slot order; the generation's highest object becomes a
-    tombstone instead, so that its slot stays taken."""
+    """Delete the writer's own committed objects in slot order, from what it knows (no listing: a fence put
+    in a slot it deleted is not seen); its highest one becomes a tombstone instead, so that its slot stays
+    taken. Only the highest stays: the hole below it is what a taker's stale listing may fence."""
     if not proc.acting:
         return False
     done = False
     for gen, landed in proc.landed.items():
         slots = world.slots.get(gen, {})
-        for slot in sorted(slots):
-            held = slots[slot]
-            if isinstance(held, Fence) or (isinstance(held, JournalObject) and not committed(world, held)):
+        for slot in sorted(landed):
+            held = slots.get(slot)
+            if held is None or isinstance(held, Fence):
+                continue  # deleted already (by itself or a sweep); a fence may have landed in the hole since
+            if isinstance(held, JournalObject) and not committed(world, held):
                 break
-            if slot != max(slots) or not world.variant.keep_seal:
+            if slot != max(landed) or not world.variant.keep_seal:
                 del slots[slot]
                 done = True
             elif isinstance(held, JournalObject):
@@ -380,9 +398,12 @@ def reopen(world: World, proc: Proc) -> bool:
     if not proc.acting or not proc.fenced or any(key[0] == proc.gen for key in proc.pending):
         return False
     for gen, slot, obj in proc.in_doubt:
-        if world.variant.self_fence and not put_if_absent(world, gen, slot, Fence(proc.pid)):
-            if world.slots[gen][slot] == obj:
-                proc.landed.setdefault(gen, {})[slot] = obj
+        if not world.variant.self_fence:
+            continue
+        if put_if_absent(world, gen, slot, Fence(proc.pid)):
+            world.fences_placed.add((gen, slot))
+        elif world.slots[gen][slot] == obj:
+            proc.landed.setdefault(gen, {})[slot] = obj
     proc.in_doubt.clear()
     proc.run += 1
     proc.next_slot = 0

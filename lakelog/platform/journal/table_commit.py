@@ -65,13 +65,25 @@ def _append(opened: "OpenTopic", records: pa.Table, partitions: np.ndarray, prod
 
 def replay_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
     """Every entry into the table, or `JournalReplayFailed` and nothing committed. Another writer committing
-    the same entries meanwhile (the fenced one's committer) only makes it plan again."""
-    for _ in range(REPLAN_ATTEMPTS - 1):
-        try:
-            return _replay_once(opened, items)
-        except OffsetsMoved:
-            opened.log.refresh()
-    return _replay_once(opened, items)
+    the same entries meanwhile (the fenced one's committer) only makes it plan again. The entries are
+    another generation's: their producers' state here is read from the table again (this node's own
+    commit of them is not another writer's, so the log's producer check would not tell it)."""
+    try:
+        for _ in range(REPLAN_ATTEMPTS - 1):
+            try:
+                return _replay_once(opened, items)
+            except OffsetsMoved:
+                opened.log.refresh()
+        return _replay_once(opened, items)
+    finally:
+        opened.producers.forget_changed(_producers_of(items))
+
+
+def _producers_of(items: list[Acknowledged]) -> set[int]:
+    ids: set[int] = set()
+    for item in items:
+        ids.update(int(p) for p in item.records.column("producer_id").drop_null().to_pylist())
+    return ids
 
 
 def _replay_once(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:

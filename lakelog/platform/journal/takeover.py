@@ -1,8 +1,11 @@
 """Taking a topic over, in the journal's model: fence the previous leader's generation on the store alone
-(a put-if-absent of the slot after the highest one listed), then replay the entries below each
-generation's seal into the table at their own offsets, then claim the next epoch. Two steps, so that other
-processes' steps (the zombie's puts, commits, deletions) interleave between the fence and the claim.
-Also the sweep of sealed generations. Pure, like protocol.py.
+(list its slots; put-if-absent a fence at the slot after the highest one listed; list again, and if a slot
+lies above the fence, delete it and put it again above), then replay the entries below each generation's
+seal into the table at their own offsets, then claim the next epoch. Each of these is a step of its own,
+so that other processes' steps (the zombie's puts, commits, deletions) interleave between the listing and
+the put, and between the fence and the claim: the zombie may land higher slots and delete its committed
+lower ones meanwhile, so the slot after a stale listing's highest may be a hole below it
+(claims.py, `fence_generation`). Also the sweep of sealed generations. Pure, like protocol.py.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from lakelog.platform.journal.protocol import (
     JournalObject,
     Lead,
     Proc,
+    Taking,
     World,
     append_at,
     claim_epoch,
@@ -25,31 +29,81 @@ from lakelog.platform.journal.protocol import (
 
 
 def begin_takeover(world: World, proc: Proc, topic: str) -> bool:
-    """Read the topic's latest epoch and fence the generation it names."""
+    """Read the topic's latest epoch and list the slots of the generation it names, to fence it."""
     if not proc.acting or proc.fenced or leads(proc, topic) or topic in proc.taking:
         return False
     epoch = world.latest_epoch(topic)
     gen = world.epochs[topic][epoch].gen
     if world.variant.fence and gen is not None and gen != proc.gen:
-        fence(world, gen, proc.pid)
-    proc.taking[topic] = epoch
+        proc.taking[topic] = Taking(epoch, gen, next_try=_highest(world, gen) + 1)
+    else:
+        proc.taking[topic] = Taking(epoch, fenced=True)
     return True
 
 
-def fence(world: World, gen: Gen, by: int) -> int:
-    """Put a fence at the slot after the highest one listed; the next, if that one was taken meanwhile."""
-    slot = max(world.slots.get(gen, {}), default=-1) + 1
-    while not put_if_absent(world, gen, slot, Fence(by)):
-        slot += 1
-    return slot
+def put_fence(world: World, proc: Proc, topic: str) -> bool:
+    """One put-if-absent of the fence at the slot to try; a 412 (the writer's put landed first) moves it to
+    the next. Without the re-listing (the variant) a fence that lands is kept at once."""
+    taking = proc.taking.get(topic)
+    if not proc.acting or taking is None or taking.gen is None or taking.fenced or taking.fence is not None:
+        return False
+    if not put_if_absent(world, taking.gen, taking.next_try, Fence(proc.pid)):
+        taking.next_try += 1
+    elif world.variant.relist_fence:
+        taking.fence = taking.next_try
+    else:
+        _keep(world, taking, taking.next_try)
+    return True
+
+
+def check_fence(world: World, proc: Proc, topic: str) -> bool:
+    """List the generation again: a slot above the fence means it fell in a hole below the writer, which
+    will never meet it; another is put above the highest slot seen. The one in the hole stays: the slot
+    above may be another taker's fence, not the writer's, and then deleting this one would free a slot the
+    writer may still put (its put in flight), below the other taker's fence but after its listing and
+    replay. The variant deletes it (claims.py's `fence_generation` as first fixed)."""
+    taking = proc.taking.get(topic)
+    if not proc.acting or taking is None or taking.gen is None or taking.fence is None:
+        return False
+    slots = world.slots.get(taking.gen, {})
+    if _highest(world, taking.gen) <= taking.fence:
+        _keep(world, taking, taking.fence)
+        return True
+    if not world.variant.keep_fenced_hole and isinstance(slots.get(taking.fence), Fence):
+        del slots[taking.fence]
+    taking.next_try, taking.fence = _highest(world, taking.gen) + 1, None
+    return True
+
+
+def _keep(world: World, taking: Taking, slot: int) -> None:
+    assert taking.gen is not None
+    taking.fence, taking.fenced = slot, True
+    world.fences_placed.add((taking.gen, slot))  # from now on the checker holds the writer to it
+
+
+def _highest(world: World, gen: Gen) -> int:
+    return max(world.slots.get(gen, {}), default=-1)
+
+
+def step_takeover(world: World, proc: Proc, topic: str) -> bool:
+    """The takeover's next step, whichever it is: put the fence, list again, or replay and claim."""
+    taking = proc.taking.get(topic)
+    if taking is None:
+        return False
+    if taking.fenced:
+        return complete_takeover(world, proc, topic)
+    if taking.fence is None:
+        return put_fence(world, proc, topic)
+    return check_fence(world, proc, topic)
 
 
 def complete_takeover(world: World, proc: Proc, topic: str) -> bool:
-    """Replay, then claim the next epoch; if another process claimed an epoch since the fence, give up
-    (what was replayed stays: replay is idempotent)."""
-    if not proc.acting or proc.fenced or topic not in proc.taking:
+    """Once the fence stands: replay, then claim the next epoch; if another process claimed an epoch since
+    the fence, give up (what was replayed stays: replay is idempotent)."""
+    taking = proc.taking.get(topic)
+    if not proc.acting or proc.fenced or taking is None or not taking.fenced:
         return False
-    epoch = proc.taking.pop(topic)
+    epoch = proc.taking.pop(topic).epoch
     if world.latest_epoch(topic) != epoch:
         return True
     replay_into_table(world, topic)
@@ -60,8 +114,12 @@ def complete_takeover(world: World, proc: Proc, topic: str) -> bool:
 
 
 def seal(world: World, gen: Gen) -> float:
-    """The lowest fence of a generation: its writer acknowledged nothing at or above it."""
-    fences = [slot for slot, held in world.slots.get(gen, {}).items() if isinstance(held, Fence)]
+    """The lowest fence above every other slot of a generation: its writer acknowledged nothing at or above
+    it. A fence below a slot of the writer's (one in a hole, left by a taker that stopped before its
+    re-listing, or by the variant without it) seals nothing."""
+    slots = world.slots.get(gen, {})
+    written = max((slot for slot, held in slots.items() if not isinstance(held, Fence)), default=-1)
+    fences = [slot for slot, held in slots.items() if isinstance(held, Fence) and slot > written]
     return min(fences, default=float("inf"))
 
 

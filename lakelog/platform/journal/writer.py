@@ -30,7 +30,7 @@ from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.group_commit import GroupCommit, fail, succeed
-from lakelog.platform.journal.claims import take_over
+from lakelog.platform.journal.claims import latest_epoch, take_over
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.journal.objects import (
     FENCE,
@@ -166,8 +166,22 @@ class JournalWriter:
         # Other writers' batches may be in the table now: their producers' state is read from it again.
         opened.producers.forget_changed(opened.log.take_changed_producers())
 
+    def _catch_up(self, opened: "OpenTopic", state: JournalTopic) -> None:
+        """A sequence gap or a fenced producer epoch: another generation may have taken the topic and
+        acknowledged the producer's later batches. If so, take the topic back (fence, replay: the producer
+        state then reads those batches); while the epoch is still this generation's the refusal stands.
+        Called with `state.lock` held."""
+        try:
+            current = latest_epoch(self.storage, opened.meta.name)
+            if current is not None and (current.node, current.run) == (self.node, self.run):
+                return
+            state.claimed_by = None
+            self.claim(opened, state)
+        except (LakelogError, *STORAGE_ERRORS) as exc:
+            log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
+
     def _prepare(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
-        accepted = opened.writer.admit(checked(calls))
+        accepted = opened.writer.admit(checked(calls), lambda: self._catch_up(opened, state))
         if accepted and state.pending_bytes >= BEHIND_FACTOR * opened.meta.config.table_commit_bytes:
             # The table commits are not keeping up (storage refusing them): stop taking more into memory.
             log.warning("produce to %s refused: %d bytes wait for its table commit", opened.meta.name,

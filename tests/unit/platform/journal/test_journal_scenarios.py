@@ -1,6 +1,7 @@
 """The journal model's failure cases spelled out step by step (test_journal_protocol.py explores them at
 random): a zombie leader fenced, a crash between journal and table commit, and what goes wrong without
-the fence or with a deleted seal."""
+the fence or with a deleted seal; a fence that lands in a hole below the writer (put at a stale listing's
+highest + 1), caught by the listing after it, and a fence deleted from its hole under another taker's."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from lakelog.platform.journal.protocol import Fence, Tombstone, Variant, World
 def led_by_first(variant: Variant = Variant()) -> tuple[World, pr.Proc, pr.Proc]:
     world = World(("t",), 1, variant)
     first, second = pr.start(world), pr.start(world)
-    tk.begin_takeover(world, first, "t")
-    tk.complete_takeover(world, first, "t")
+    take_over(world, first)
     return world, first, second
 
 
@@ -26,8 +26,10 @@ def write(world: World, proc: pr.Proc, count: int) -> tuple[pr.Gen, int]:
 
 
 def take_over(world: World, proc: pr.Proc) -> None:
+    """The whole takeover, no other process's step in between: list, fence, list again, replay, claim."""
     assert tk.begin_takeover(world, proc, "t")
-    assert tk.complete_takeover(world, proc, "t")
+    while "t" in proc.taking:
+        assert tk.step_takeover(world, proc, "t")
 
 
 def test_a_zombie_leaders_put_after_the_fence_fails_and_it_acknowledges_nothing_more() -> None:
@@ -105,3 +107,77 @@ def test_a_journal_object_never_written_leaves_its_slot_to_the_fence() -> None:
     assert pr.land_orphan(world, 0) and world.slots[leader.gen][1] == Fence(taker.pid)  # the late put lost
     assert pr.land(world, taker, write(world, taker, 1)) and pr.ack(world, taker)
     assert world.tables[("t", 0)] == [0] and world.acked[("t", 0, 1)] == 2 and problems(world) == []
+
+
+def write_landed(world: World, proc: pr.Proc, count: int = 1) -> int:
+    """A flush whose put lands and is acknowledged at once; answers its slot."""
+    key = write(world, proc, count)
+    assert pr.land(world, proc, key) and pr.ack(world, proc)
+    return key[1]
+
+
+def fence_in_a_hole(variant: Variant) -> tuple[World, pr.Proc, pr.Proc]:
+    """The taker lists the writer's slots (up to 0), then the writer lands slots 1 and 2, commits them and
+    deletes all but its highest: the slot after the listed highest is free again when the fence is put."""
+    world, writer, taker = led_by_first(variant)
+    write_landed(world, writer)
+    assert tk.begin_takeover(world, taker, "t") and taker.taking["t"].next_try == 1
+    write_landed(world, writer), write_landed(world, writer)
+    assert pr.table_commit(world, writer, "t") and pr.delete_journal(world, writer)
+    assert world.slots[writer.gen] == {2: Tombstone()}
+    assert tk.step_takeover(world, taker, "t") and world.slots[writer.gen][1] == Fence(taker.pid)
+    return world, writer, taker
+
+
+def test_without_the_relisting_a_fence_in_a_hole_lets_two_writers_acknowledge_one_offset() -> None:
+    world, writer, taker = fence_in_a_hole(Variant(relist_fence=False))
+    while "t" in taker.taking:  # the fence at 1 is kept: replay, claim
+        assert tk.step_takeover(world, taker, "t")
+    assert pr.land(world, writer, write(world, writer, 1)) and pr.ack(world, writer)  # slot 3: nothing stops it
+    write_landed(world, taker)
+    found = problems(world)
+    assert any("at or above a fence" in problem for problem in found)
+    assert any("offset reused" in problem for problem in found)
+
+
+def test_the_listing_after_the_fence_finds_it_in_a_hole_and_fences_above_the_writer() -> None:
+    world, writer, taker = fence_in_a_hole(Variant())
+    assert write_landed(world, writer) == 3 and problems(world) == []  # legitimate: the fence at 1 seals nothing
+    assert tk.step_takeover(world, taker, "t") and taker.taking["t"].next_try == 4  # slot 3 seen above it
+    assert tk.step_takeover(world, taker, "t") and world.slots[writer.gen][4] == Fence(taker.pid)
+    assert world.slots[writer.gen][1] == Fence(taker.pid)  # the one in the hole stays
+    while "t" in taker.taking:
+        assert tk.step_takeover(world, taker, "t") and problems(world) == []
+    assert pr.land(world, writer, write(world, writer, 1)) and writer.fenced and not pr.ack(world, writer)
+    write_landed(world, taker)
+    assert world.acked[("t", 0, 4)] == 5 and world.tables[("t", 0)] == [0, 1, 2, 3] and problems(world) == []
+
+
+def two_takers_one_fence_above_the_other(variant: Variant) -> tuple[World, pr.Proc, pr.Proc]:
+    """The writer's put of slot 1 is in flight; one taker fences slot 1, a second fences slot 2 (above the
+    first's), replays and claims; then the first lists again and sees a slot above its fence."""
+    world, writer, first = led_by_first(variant)
+    second = pr.start(world)
+    write_landed(world, writer)
+    in_flight = write(world, writer, 1)
+    assert tk.begin_takeover(world, first, "t") and tk.step_takeover(world, first, "t")
+    assert world.slots[writer.gen][1] == Fence(first.pid)
+    take_over(world, second)
+    assert world.slots[writer.gen][2] == Fence(second.pid) and world.tables[("t", 0)] == [0]
+    assert tk.step_takeover(world, first, "t")  # the first's listing after its fence: slot 2 above it
+    assert pr.land(world, writer, in_flight)
+    return world, writer, second
+
+
+def test_deleting_a_fence_found_below_another_takers_lets_the_writers_late_put_through() -> None:
+    world, writer, second = two_takers_one_fence_above_the_other(Variant(keep_fenced_hole=False))
+    assert pr.ack(world, writer)  # slot 1 landed where the first taker's fence was: acknowledged at offset 1
+    write_landed(world, second)  # the second taker's offset 1 too
+    assert any("offset reused" in problem for problem in problems(world))
+
+
+def test_a_fence_found_below_another_takers_stays_and_the_writers_late_put_fails() -> None:
+    world, writer, second = two_takers_one_fence_above_the_other(Variant())
+    assert writer.fenced and not pr.ack(world, writer)
+    write_landed(world, second)
+    assert world.acked[("t", 0, 1)] == 2 and problems(world) == []
