@@ -1,11 +1,12 @@
 """Taking a topic over, in the journal's model: fence the previous leader's generation on the store alone
 (list its slots; put-if-absent a fence at the slot after the highest one listed; list again, and if a slot
-lies above the fence, delete it and put it again above), then replay the entries below each generation's
+lies above the fence, put another above it, the first one left where it is), then replay the entries below each generation's
 seal into the table at their own offsets, then claim the next epoch. Each of these is a step of its own,
 so that other processes' steps (the zombie's puts, commits, deletions) interleave between the listing and
 the put, and between the fence and the claim: the zombie may land higher slots and delete its committed
 lower ones meanwhile, so the slot after a stale listing's highest may be a hole below it
-(claims.py, `fence_generation`). Also the sweep of sealed generations. Pure, like protocol.py.
+(claims.py, `fence_generation`, which counts only the writer's slots above, not other takers' fences: the
+model's rule is the more cautious one). Also the sweep of sealed generations. Pure, like protocol.py.
 """
 
 from __future__ import annotations
