@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import pytest
 
 from lakelog.platform import Broker, Record
 from lakelog.platform.records import ProduceResult, ProducerBatch
@@ -23,6 +26,18 @@ from tests.patience import STUCK_S
 
 def journaled(root: Path, node: str) -> Broker:
     return Broker(root=str(root), journal_enable=True, journal_node=node, linger_ms=1, journal_linger_ms=2)
+
+
+@contextmanager
+def two_writers(root: Path) -> Iterator[tuple[Broker, Broker]]:
+    """Journaled writers a and b of one root, closed at the end: each commits what it acknowledged (already in
+    the table when the other replayed it: refused by offset, never twice)."""
+    a, b = journaled(root, "a"), journaled(root, "b")
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
 
 
 def produce_retrying(broker: Broker, value: bytes) -> int:
@@ -41,6 +56,12 @@ def acknowledged(broker: Broker, value: bytes, producer: ProducerBatch | None = 
             assert time.monotonic() < deadline, f"{value!r} never acknowledged"
 
 
+def assert_fenced(broker: Broker) -> None:
+    """The broker's generation is fenced: its next produce is refused, nothing acknowledged."""
+    with pytest.raises(JournalFenced):
+        broker.produce("t", [Record(b"late")])
+
+
 def assert_stored(root: Path, values: list[bytes]) -> None:
     """The topic holds these values at offsets 0, 1, ... once each."""
     assert assert_topic_intact(str(root), "t") == {0: list(range(len(values)))}
@@ -50,22 +71,14 @@ def assert_stored(root: Path, values: list[bytes]) -> None:
 
 def test_a_takeover_fences_the_holder_and_replays_it(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    a, b = journaled(root, "a"), journaled(root, "b")
-    try:
+    with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         assert [produce_retrying(a, b"a%d" % i) for i in range(3)] == [0, 1, 2]
         assert a.topic_log("t").log_end_offset(0) == 0  # in a's journal only
         assert [produce_retrying(b, b"b%d" % i) for i in range(2)] == [3, 4]  # after a's, replayed by b
-        try:
-            a.produce("t", [Record(b"lost")])
-            raise AssertionError("a fenced generation acknowledged a record")
-        except JournalFenced:
-            pass
+        assert_fenced(a)
         assert produce_retrying(a, b"a3") == 5  # a takes it back: b fenced, its records replayed
         assert produce_retrying(b, b"b2") == 6
-    finally:
-        a.close()  # each commits what it acknowledged: already in the table, refused by offset, never twice
-        b.close()
     assert_stored(root, [b"a0", b"a1", b"a2", b"b0", b"b1", b"a3", b"b2"])
 
 
@@ -112,8 +125,7 @@ def test_a_takeover_replays_an_idempotent_producer_whose_batches_the_holder_comm
     same producer (another writer's batches of it), which must not refuse the replay at its fixed offsets
     (it once refused every claim, so b never wrote the topic again: the chaos test with the journal on)."""
     root = tmp_path / "root"
-    a, b = journaled(root, "a"), journaled(root, "b")
-    try:
+    with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         assert b.topic_log("t").log_end_offset(0) == 0  # b's view of the table: before a's commit
         first = a.produce("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(4242, 0, 0))
@@ -125,9 +137,6 @@ def test_a_takeover_replays_an_idempotent_producer_whose_batches_the_holder_comm
         # A retry of a's batches through b is answered with their offsets, not written again.
         again = b.produce("t", [Record(b"p2")], producer=ProducerBatch(4242, 0, 2))
         assert (list(again.offsets), again.duplicate) == ([2], True)
-    finally:
-        a.close()
-        b.close()
     assert_stored(root, [b"p0", b"p1", b"p2", b"b0"])
 
 
@@ -137,17 +146,13 @@ def test_a_writer_fenced_by_a_taker_that_never_claimed_leaves_no_gap_for_the_nex
     latest epoch names, so a's acknowledged records of the fenced one must be in the table by then (they
     once were not: b's claim found a gap and refused every call; the chaos test with the journal on)."""
     root = tmp_path / "root"
-    a, b = journaled(root, "a"), journaled(root, "b")
-    try:
+    with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         assert [produce_retrying(a, b"a%d" % i) for i in range(3)] == [0, 1, 2]
         fence_generation(a.storage, "a", a.journal.writer.run, "a taker that dies before its claim")
         assert [produce_retrying(a, b"a%d" % i) for i in range(3, 5)] == [3, 4]  # a new generation of a
         assert a.topic_log("t").log_end_offset(0) == 3  # the fenced generation's records: in the table now
         assert produce_retrying(b, b"b0") == 5  # b takes the topic over, replaying a's new generation
-    finally:
-        a.close()
-        b.close()
     assert_stored(root, [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0"])
 
 
@@ -157,8 +162,7 @@ def test_a_writer_taking_a_topic_back_learns_the_idempotent_batches_it_replayed(
     producer state must then expect the batch after it (it once still expected the replayed one, so the
     producer's next batch was refused OUT_OF_ORDER_SEQUENCE_NUMBER: the chaos test with the journal on)."""
     root = tmp_path / "root"
-    a, b = journaled(root, "a"), journaled(root, "b")
-    try:
+    with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         first = a.produce("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(77, 0, 0))
         a.flush()  # a's own commit: nothing another writer wrote
@@ -167,9 +171,6 @@ def test_a_writer_taking_a_topic_back_learns_the_idempotent_batches_it_replayed(
         assert b.topic_log("t").log_end_offset(0) == 2  # the second batch in b's journal only
         third = acknowledged(a, b"p3", ProducerBatch(77, 0, 3))  # its first call after the fence may be refused
         assert (list(third.offsets), third.duplicate) == ([3], False)
-    finally:
-        a.close()
-        b.close()
     assert_stored(root, [b"p0", b"p1", b"p2", b"p3"])
 
 
@@ -180,8 +181,7 @@ def test_a_new_leader_takes_the_topic_over_before_it_judges_an_offset_past_its_t
     table) and serves them (it once answered OFFSET_OUT_OF_RANGE: the consumer reset and the group's
     committed offset went back, in the chaos test with the journal on)."""
     root = tmp_path / "root"
-    a, b = journaled(root, "a"), journaled(root, "b")
-    try:
+    with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         assert list(a.produce("t", [Record(b"a%d" % i) for i in range(4)]).offsets) == [0, 1, 2, 3]
         assert b.topic_log("t").log_end_offset(0) == 0
@@ -193,9 +193,6 @@ def test_a_new_leader_takes_the_topic_over_before_it_judges_an_offset_past_its_t
             raise AssertionError("an offset past every acknowledged record was taken")
         except OffsetOutOfRange as exc:
             assert (exc.log_start_offset, exc.log_end_offset) == (0, 4)
-    finally:
-        a.close()
-        b.close()
     assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3]}
 
 
@@ -238,11 +235,7 @@ def test_a_fence_put_in_a_slot_the_writer_used_and_deleted_is_put_again_above_it
 
         fence, below = fence_generation(WriterMovesOn(a.storage, writer_moves_on), "a", run, "a taker")
         assert (fence, below) == (3, [1, 2])  # above the writer's highest slot; the fence in the hole at 1 stays
-        try:
-            a.produce("t", [Record(b"late")])
-            raise AssertionError("a fenced generation acknowledged a record")
-        except JournalFenced:
-            pass
+        assert_fenced(a)
     finally:
         a.close()
     assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2]}
@@ -265,11 +258,7 @@ def test_a_fence_below_another_takers_fence_stays(tmp_path: Path) -> None:
         assert (first, second) == ((1, [0]), [(2, [0, 1])])
         assert a.storage.list_names(a.storage.uri("_journal", "gens", "a", run)) == [
             "00000000000000000000", "00000000000000000001", "00000000000000000002"]
-        try:
-            a.produce("t", [Record(b"late")])
-            raise AssertionError("a fenced generation acknowledged a record")
-        except JournalFenced:
-            pass
+        assert_fenced(a)
     finally:
         a.close()
     assert assert_topic_intact(str(root), "t") == {0: [0]}

@@ -8,6 +8,7 @@ consumer pitfall). A partition without a position starts at the group's committe
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from lakelog.platform.errors import LakelogError, OffsetOutOfRange, UnknownTopicOrPartition
@@ -15,6 +16,8 @@ from lakelog.platform.groups.errors import NoOffsetForPartition
 from lakelog.platform.groups.membership import Group, Member
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
 from lakelog.platform.records import FetchResult, TopicPartition
+
+log = logging.getLogger(__name__)
 
 Plan = list[tuple[TopicPartition, int]]  # (topic-partition, position) in the order to read them
 
@@ -69,6 +72,7 @@ def initial_positions(log: Log, committed: dict[TopicPartition, CommittedOffset 
         except LakelogError as exc:
             if not exc.retriable:
                 raise
+            log.info("position of %s-%d left for the next poll: %s", tp[0], tp[1], exc)
     return found
 
 
@@ -93,7 +97,8 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
         except LakelogError as exc:
             if not exc.retriable:
                 raise
-            continue  # its leader did not answer (journal on): read at the next poll, as Kafka's fetcher does
+            log.info("%s-%d left for the next poll: %s", topic, partition, exc)  # as Kafka's fetcher skips it
+            continue
         if result.records.num_rows:
             results.append(result)
             budget -= result.records.num_rows

@@ -89,8 +89,6 @@ class NodeJournal:
         A no-op while this generation holds it."""
         state: JournalTopic = opened.journal  # type: ignore[assignment]
         with state.lock:
-            if state.claimed_by == self.writer.run:
-                return
             try:
                 self.writer.claim(opened, state)
             except STORAGE_ERRORS as exc:
