@@ -17,7 +17,7 @@ from lakelog.platform.groups.membership import Group, Member
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
 from lakelog.platform.records import FetchResult, TopicPartition
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)  # not `log`: the functions name the broker they read `log`
 
 Plan = list[tuple[TopicPartition, int]]  # (topic-partition, position) in the order to read them
 
@@ -72,7 +72,7 @@ def initial_positions(log: Log, committed: dict[TopicPartition, CommittedOffset 
         except LakelogError as exc:
             if not exc.retriable:
                 raise
-            log.info("position of %s-%d left for the next poll: %s", tp[0], tp[1], exc)
+            logger.info("position of %s-%d left for the next poll: %s", tp[0], tp[1], exc)
     return found
 
 
@@ -97,7 +97,7 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
         except LakelogError as exc:
             if not exc.retriable:
                 raise
-            log.info("%s-%d left for the next poll: %s", topic, partition, exc)  # as Kafka's fetcher skips it
+            logger.info("%s-%d left for the next poll: %s", topic, partition, exc)  # as Kafka's fetcher skips it
             continue
         if result.records.num_rows:
             results.append(result)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lakelog.platform.errors import OffsetOutOfRange
+from lakelog.platform.cluster.errors import NodeUnavailable
+from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange
 from lakelog.platform.groups.membership import Group, JoinOptions, Member
 from lakelog.platform.groups.offsets import CommittedOffset
 from lakelog.platform.groups.positions import acknowledge, advance, auto_commit_rows, fetch_fairly, rotated
@@ -13,12 +14,16 @@ from lakelog.schemas import TOPIC_SCHEMA
 
 
 class FakeLog:
-    """Partition p holds offsets 0..ends[p]-1; offsets below `starts` are gone."""
+    """Partition p holds offsets 0..ends[p]-1; offsets below `starts` are gone; a partition in `silent` has a
+    leader that does not answer (journal on: NOT_LEADER_OR_FOLLOWER)."""
 
-    def __init__(self, ends: dict[int, int], starts: dict[int, int] | None = None) -> None:
-        self.ends, self.starts = ends, starts or {}
+    def __init__(self, ends: dict[int, int], starts: dict[int, int] | None = None,
+                 silent: frozenset[int] = frozenset()) -> None:
+        self.ends, self.starts, self.silent = ends, starts or {}, silent
 
     def fetch(self, topic, partition, offset, max_records=500, max_bytes=None, timeout_ms=0) -> FetchResult:
+        if partition in self.silent:
+            raise NodeUnavailable("its leader did not answer; retry")
         if offset < self.starts.get(partition, 0):
             raise OffsetOutOfRange("gone", self.starts[partition], self.ends[partition])
         offsets = list(range(offset, min(offset + max_records, self.ends[partition])))
@@ -172,3 +177,23 @@ def test_a_request_older_than_one_seen_is_stale_and_changes_nothing() -> None:
     assert not positions.current(member, 1) and not positions.current(member, 2)  # S late, or R again
     assert member.polls == 1 and _positions_of(member) == {0: 4}
     assert positions.current(member, 3) and positions.current(member, None)  # unnumbered: always current
+
+
+def test_a_partition_whose_leader_is_silent_is_left_for_the_next_poll() -> None:
+    """Retriable: the other partitions are read, and the silent one is neither out of range (that would reset
+    the member's position) nor a failed poll."""
+    plan = [(("t", 0), 0), (("t", 1), 0)]
+    results, gone = fetch_fairly(FakeLog({0: 10, 1: 10}, silent=frozenset({0})), plan, max_records=4, max_bytes=None)
+    assert [(r.partition, r.records.num_rows) for r in results] == [(1, 2)] and gone == []
+
+
+def test_a_fetch_error_that_is_not_retriable_fails_the_poll() -> None:
+    class Refusing(FakeLog):
+        def fetch(self, *args, **kwargs) -> FetchResult:  # type: ignore[no-untyped-def]
+            raise InvalidRequest("refused")
+
+    try:
+        fetch_fairly(Refusing({0: 10}), [(("t", 0), 0)], max_records=4, max_bytes=None)
+        raise AssertionError("a refusal was swallowed")
+    except InvalidRequest:
+        pass
