@@ -84,6 +84,24 @@ def test_a_paused_node_does_not_act_on_its_old_view_until_it_renews(tmp_path) ->
     assert [n.node_id for n in a.view().nodes] == ["a", "b"]
 
 
+def test_a_node_counts_its_session_from_before_its_heartbeat_write(tmp_path, monkeypatch) -> None:
+    """The others count a node out from its object's time; a round whose listing was slow must not let
+    the node act past that (two nodes acting on one group or transactional id)."""
+    clock = Clock()
+    a = member(tmp_path, "a", clock)
+    real_list = type(a.storage).list_modified
+
+    def slow_listing(self, folder: str):  # type: ignore[no-untyped-def]
+        clock.now += 2  # the heartbeat object was written 2 s before the round completes
+        return real_list(self, folder)
+
+    monkeypatch.setattr(type(a.storage), "list_modified", slow_listing)
+    a.round()
+    clock.now += 1.5  # 3.5 s after the write (session 3 s), 1.5 s after the round completed
+    with pytest.raises(NotInCluster):
+        a.view()
+
+
 def test_a_node_renewing_after_a_lapse_starts_over_though_the_live_nodes_look_the_same(tmp_path) -> None:
     """Paused past the session timeout, a node's groups may have moved to another node and on (commits
     accepted there): the first round after it must make the listeners drop what the node held (old None),

@@ -106,9 +106,9 @@ def test_a_writer_appending_during_compactions_loses_no_row(tmp_path) -> None:
     def write() -> None:
         try:
             for epoch in range(60):
-                for tid in ids:
-                    last[tid] = Transaction(tid, 1, epoch, 1000, TxnState.EMPTY)
-                    writer.save(last[tid])
+                for tid in ids:  # each state made from the one stored before, as the coordinator does
+                    made_from = last[tid].row_written if tid in last else 0
+                    last[tid] = writer.save(Transaction(tid, 1, epoch, 1000, TxnState.EMPTY, row_written=made_from))
         finally:
             done.set()
 

@@ -95,7 +95,7 @@ class Membership:
         self._suspects: dict[str, float] = {}  # node id -> its object's time when a connection to it failed
         self._live: tuple[Node, ...] = (local,)
         self._view = View(local, (local,))
-        self._renewed_at = -float("inf")  # our clock, when the last round completed
+        self._renewed_at = -float("inf")  # our clock, when the last round that completed began
         self._round_lock = threading.Lock()
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
@@ -130,6 +130,10 @@ class Membership:
         """Renew our heartbeat object, list everyone's, and work out who is live."""
         with self._round_lock:
             previous = self._modified.get(self.local.node_id)  # our object's time at our last round
+            # The others count the session from our object's time, which is after this instant: counted
+            # from here, our view lapses before any of them can count us out (not after: a slow listing
+            # must not leave two nodes acting on one group or id).
+            renewed = self._clock()
             # With the live nodes of our last round: the others learn that we acted on it (see `released`).
             self.storage.write_bytes(self._object(self.local.node_id),
                                      self.local.to_json([n.node_id for n in self._view.nodes]))
@@ -151,7 +155,6 @@ class Membership:
             # whatever the view says. Both times are the store's, as theirs are.
             lapsed = previous is not None and own - previous > self.timeout_s
             self._live = nodes
-            renewed = self._clock()
             if not lapsed:
                 self._renewed_at = renewed
             old = self._view

@@ -30,7 +30,7 @@ from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
 from lakelog.platform.log.reservations import TransactionEnded
 from lakelog.platform.storage import Storage
 from lakelog.platform.transactions import state
-from lakelog.platform.transactions.errors import InvalidTxnState
+from lakelog.platform.transactions.errors import InvalidTxnState, TransactionCoordinatorFenced
 from lakelog.platform.transactions.handover import Handover
 from lakelog.platform.transactions.staging import Staging
 from lakelog.platform.transactions.state import PendingOffset, TopicPartition, Transaction, TxnState
@@ -87,9 +87,8 @@ class TransactionCoordinator:
                 if current is not None and current.state.preparing:
                     self._finish(current)  # a decided transaction is completed before the id moves on
                     continue
-                new = state.init_producer_id(current, transactional_id, timeout_ms, self._clock(),
-                                             self._new_producer_id(), expected, self._max_timeout_ms)
-                self._save(new)
+                new = self._save(state.init_producer_id(current, transactional_id, timeout_ms, self._clock(),
+                                                        self._new_producer_id(), expected, self._max_timeout_ms))
                 if new.state.preparing:  # an ongoing transaction, aborted to fence its producer
                     self._finish(new)
                     continue
@@ -119,15 +118,27 @@ class TransactionCoordinator:
                       offsets: tuple[PendingOffset, ...]) -> None:
         """TxnOffsetCommit on the group's coordinator when another node coordinates the id: checked on the
         stored state, staged on the root for the id's coordinator to write when the transaction commits;
-        this node reads the group's offsets again once the transaction is over."""
+        this node reads the group's offsets again once the transaction is over.
+
+        Checked again once staged: the coordinator stores its decision before it reads the staged offsets,
+        so a staging still Ongoing after its write is read by the completion; one that lands later (a late
+        or retried request) is refused, never taken as committed."""
         with self._id_lock(transactional_id):
-            if self._store.changed_elsewhere():  # the stored state is the coordinator's: its number is the key
-                self._reload()
-            txn = state.txn_offset_commit(self._current(transactional_id), producer_id, epoch, offsets, 0)
+            txn = self._stored_offset_commit(transactional_id, producer_id, epoch, offsets)
             for group in sorted({o.group for o in offsets}):
                 self._staging.stage_offsets(producer_id, txn.number, group, [o for o in offsets if o.group == group])
             with self._lock:
                 self._pending.setdefault((transactional_id, txn.number), set()).update(o.group for o in offsets)
+            after = self._stored_offset_commit(transactional_id, producer_id, epoch, offsets)
+            if after.number != txn.number:
+                raise InvalidTxnState(f"transactional id {transactional_id!r}: transaction {txn.number} ended "
+                                      "while its offsets were staged")
+
+    def _stored_offset_commit(self, transactional_id: str, producer_id: int, epoch: int,
+                              offsets: tuple[PendingOffset, ...]) -> Transaction:
+        if self._store.changed_elsewhere():  # the stored state is the coordinator's: its number is the key
+            self._reload()
+        return state.txn_offset_commit(self._current(transactional_id), producer_id, epoch, offsets, 0)
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Transaction:
         """Answered once the outcome is in every table and the group offsets (a failure after the decision
@@ -137,8 +148,7 @@ class TransactionCoordinator:
             new = state.end_txn(current, producer_id, epoch, commit, self._clock())
             if new is current:
                 return current  # a retry of an EndTxn whose transaction completed
-            self._save(new)
-            return self._finish(new)
+            return self._finish(self._save(new))
 
     def produce(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int,
                 sequence: int, records: pa.Table, timeout_ms: int) -> int:
@@ -230,8 +240,7 @@ class TransactionCoordinator:
             topic_log.fill(partition, txn.producer_id, txn.number, staged, deadline, txn.producer_id)
         if commit and txn.groups:
             self._write_offsets(txn, self._staging.staged_offsets(txn.producer_id, txn.number, txn.groups))
-        done = state.complete(txn, self._clock())
-        self._save(done)
+        done = self._save(state.complete(txn, self._clock()))
         for topic, partition in txn.partitions:
             try:
                 self._staging.discard(topic, partition, txn.producer_id, txn.number)
@@ -303,8 +312,7 @@ class TransactionCoordinator:
                             continue
                         log.warning("transaction %d of %r timed out after %d ms: aborting it",
                                     current.number, current.transactional_id, current.timeout_ms)
-                        self._save(expired)
-                        current = expired
+                        current = self._save(expired)
                     self._finish(current)
             except NotCoordinator:
                 continue  # moved away meanwhile: its new coordinator completes it
@@ -372,18 +380,25 @@ class TransactionCoordinator:
             log.info("transactional id %r moved to another node: its state is not stored here", transactional_id)
             raise NotCoordinator(f"transactional id {transactional_id!r} moved to another node")
 
-    def _save(self, txn: Transaction) -> None:
+    def _save(self, txn: Transaction) -> Transaction:
         """Store the id's new state, only while this node coordinates the id (a node that lost it stores
-        nothing more: its rows never interleave with the new owner's)."""
+        nothing more: its rows never interleave with the new owner's), and only if it was made from the
+        id's latest stored state (the store's compare-and-set: a node that did not see it move away, and
+        back, is refused too). Returns the state as stored."""
         self._check_coordinating(txn.transactional_id)
-        self._store.save(txn)
+        try:
+            saved = self._store.save(txn)
+        except TransactionCoordinatorFenced as exc:
+            with self._lock:
+                self._fresh.pop(txn.transactional_id, None)  # read again before this node acts on it next
+            log.warning("%s: refused; the client asks FindCoordinator again", exc)
+            raise NotCoordinator(str(exc)) from None
         with self._lock:
-            self._txns[txn.transactional_id] = txn
+            self._txns[txn.transactional_id] = saved
+        return saved
 
     def _save_if_changed(self, current: Transaction | None, new: Transaction) -> Transaction:
-        if new != current:
-            self._save(new)
-        return new
+        return self._save(new) if new != current else new
 
 
 def cluster_owner(cluster: Membership | None) -> Callable[[str], bool]:

@@ -82,6 +82,9 @@ class Transaction:
     partitions: frozenset[TopicPartition] = frozenset()
     groups: frozenset[str] = frozenset()
     offsets: tuple[PendingOffset, ...] = field(default=())
+    # The store's `written` of the row this state was read from or stored as (0: none). Carried unchanged
+    # into the next state, so the store can refuse a change made from a state that is no longer the latest.
+    row_written: int = field(default=0, compare=False)
 
 
 def init_producer_id(current: Transaction | None, transactional_id: str, timeout_ms: int, now_ms: int,
@@ -96,7 +99,8 @@ def init_producer_id(current: Transaction | None, transactional_id: str, timeout
         raise InvalidTransactionTimeout(
             f"transaction.timeout.ms {timeout_ms} is outside 1-{max_timeout_ms} (transaction.max.timeout.ms)")
     if current is None or current.state is TxnState.DEAD:
-        return Transaction(transactional_id, fresh_producer_id, 0, timeout_ms, updated_ms=now_ms)
+        return Transaction(transactional_id, fresh_producer_id, 0, timeout_ms, updated_ms=now_ms,
+                           row_written=current.row_written if current else 0)
     if current.state.preparing:
         raise ConcurrentTransactions(
             f"transactional id {transactional_id!r}: the previous transaction is still completing")
