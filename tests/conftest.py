@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
@@ -96,6 +97,9 @@ class ProxiedS3(S3Endpoint):
 MOTO_SERVER = """
 import logging, sys
 from moto.server import ThreadedMotoServer
+sys.path.insert(0, sys.argv[2])
+from moto_fidelity import make_conditional_writes_atomic
+make_conditional_writes_atomic()  # as S3 applies If-None-Match (tests/moto_fidelity.py)
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
 server.start()
@@ -106,8 +110,8 @@ server.stop()
 
 def start_moto(port: int) -> subprocess.Popen:
     """moto's server mode in its own process: delta-rs calls that hold the GIL cannot stall it."""
-    proc = subprocess.Popen([sys.executable, "-c", MOTO_SERVER, str(port)], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", MOTO_SERVER, str(port), str(Path(__file__).parent)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + STUCK_S
     while time.monotonic() < deadline:
         try:

@@ -16,6 +16,8 @@ never the Terraform code). Each one is listed in the README (Deploy to AWS):
   ``TagResource`` / ``UntagResource`` (the provider calls them for every
   scalable target) and answers them with HTTP 500, which the provider retries
   for ever. A minimal in-memory tag store is added.
+* S3 conditional writes: applied one at a time, as S3 applies them
+  atomically (``tests/moto_fidelity.py``; the suite's own moto servers too).
 
 Run this file directly to get a server for manual ``terraform`` runs::
 
@@ -27,7 +29,9 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 _SHIMS_APPLIED = False
@@ -43,7 +47,15 @@ def _apply_shims() -> None:
             return
         _shim_emr_serverless()
         _shim_application_autoscaling_tags()
+        _shim_conditional_writes()
         _SHIMS_APPLIED = True
+
+
+def _shim_conditional_writes() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as the suite's moto server does
+    from moto_fidelity import make_conditional_writes_atomic
+
+    make_conditional_writes_atomic()
 
 
 def _shim_emr_serverless() -> None:
