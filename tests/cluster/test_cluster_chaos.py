@@ -89,14 +89,30 @@ class Load:
             thread.start()
 
     def finish(self) -> None:
-        """Stop producing, let the group catch up, and stop; fails on any client thread's error."""
+        """Stop producing, let the group catch up (its committed offsets at the log end), and stop; fails on
+        any client thread's error."""
         self.stop_producing.set()
         for thread in self.producers:
             thread.join(120)
+        lags: list[Any] = []
+        rr = RoundRobin(self.nodes)
+        try:
+            wait_until(lambda: self._caught_up(rr, lags), STUCK_S,
+                       lambda: f"the group to commit up to the log end: {lags[-1:]}")
+        finally:
+            rr.close()
         self.stop_consuming.set()
         for thread in [*self.consumers, self.watcher]:
             thread.join(120)
         assert not self.errors, f"{self.errors}\n{node_warnings(self.nodes)}"
+
+    def _caught_up(self, rr: RoundRobin, lags: list[Any]) -> bool:
+        response = rr.request("GET", f"/v1/groups/{GROUP}")
+        if response is None or response.status_code != 200:
+            lags.append(None if response is None else response.text)
+            return False
+        lags.append({(row["topic"], row["partition"]): row["lag"] for row in response.json()["offsets"]})
+        return bool(lags[-1]) and not any(lags[-1].values())
 
     def _guard(self, target: Any, *args: Any) -> None:
         try:
@@ -184,6 +200,7 @@ class Load:
                             {"group.id": GROUP, **GROUP_CONFIG})
         consumer.subscribe(list(TOPICS))
         idle_since = None
+        uncommitted = False
         while True:
             messages = consumer.consume(200, 0.3)
             if messages:
@@ -191,11 +208,13 @@ class Load:
                 with self.lock:
                     self.consumed.extend(m.value().decode() for m in messages)
                     self.reads.extend((i, m.topic(), m.partition(), m.offset()) for m in messages)
+            if messages or uncommitted:
                 try:
                     consumer.commit(asynchronous=False)
-                except Exception:  # a rebalance or a node going away: the next commit covers it
-                    pass
-            elif self.stop_consuming.is_set():
+                    uncommitted = False
+                except Exception:  # a rebalance or a node going away: committed again at the next poll
+                    uncommitted = True
+            if not messages and self.stop_consuming.is_set():
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > 3:
                     break
