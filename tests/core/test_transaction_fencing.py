@@ -21,6 +21,7 @@ from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.platform.transactions.errors import InvalidTxnState, TransactionCoordinatorFenced
 from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnState
 from lakelog.platform.transactions.store import TransactionStore
+from log_check import assert_topic_intact
 from test_transaction_handover import assert_one_writer
 
 TID = "etl"
@@ -80,6 +81,7 @@ def test_a_coordinator_acting_on_a_stale_state_is_fenced_then_goes_on_from_the_l
             other.close()
             one_groups.close()
             other_groups.close()
+    assert_topic_intact(root, "a")
 
 
 def test_offsets_staged_after_the_commit_read_them_are_refused(tmp_path: Path, monkeypatch) -> None:
@@ -115,3 +117,4 @@ def test_offsets_staged_after_the_commit_read_them_are_refused(tmp_path: Path, m
             staging_node.close()
             txn_groups.close()
             group_groups.close()
+    assert_topic_intact(root, "a")
