@@ -214,12 +214,13 @@ class Catalog:
             seen.append(TopicMeta(name, 1, parse_topic_config(None), 0, now, now))
             return None
 
-        def list_table() -> None:  # on S3 the table's files are listed beside the write of the catalog row
-            if not self.storage.is_local:
+        def seal_and_list() -> None:  # beside the write of the catalog row
+            TopicLog.seal_for_delete(self.storage, name)
+            if not self.storage.is_local:  # on S3 the files to delete are listed before the tombstone
                 listed.append(self.storage.list_tree(uri))
             return None
 
-        self._change(name, change, tombstone=lambda: seen[-1], alongside=list_table)
+        self._change(name, change, tombstone=lambda: seen[-1], alongside=seal_and_list)
         try:
             if listed:
                 self.storage.delete_files(listed[-1])

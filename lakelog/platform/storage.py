@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import fsspec
 import obstore
@@ -51,6 +51,7 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
 STORAGE_RETRY_PAUSE_S = 0.05
 UPLOAD_CONNECTIONS = 64  # parallel object-store requests of one node (a flush's files go at once)
 DELTA_COMMIT_RETRIES = 20
+FOLDER_REMOVED_ATTEMPTS = 3  # a local write whose folder another node's delete removed under it (_placed)
 
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
 # connection errors through), delta-rs. Callers that survive a failing store catch these, not
@@ -239,7 +240,7 @@ class Storage:
         """One write, atomic (one PUT on S3; locally a temporary file renamed over the name)."""
         path = self.fs_path(uri)
         if self.is_local:
-            os.replace(_written_beside(path, data), path)  # readers see the old content or the new
+            _placed(path, data, os.replace)  # readers see the old content or the new
             return
         with _object_errors():
             obstore.put(self.objects, self._key(uri), data.to_pybytes() if isinstance(data, pa.Buffer) else data)
@@ -254,14 +255,11 @@ class Storage:
                 return True
             except FileExistsError:  # S3 answers 412 Precondition Failed when the key exists
                 return False
-        temporary = _written_beside(uri, data)
         try:
-            os.link(temporary, uri)
+            _placed(uri, data, os.link)
             return True
         except FileExistsError:
             return False
-        finally:
-            os.unlink(temporary)
 
     def list_names(self, uri: str) -> list[str]:
         """Names of the files directly under `uri` (empty when it does not exist)."""
@@ -291,6 +289,25 @@ class Storage:
             return int(self.fsspec.size(self.fs_path(uri)))
         except FileNotFoundError:
             return None
+
+
+def _placed(path: str, data: bytes | pa.Buffer, place: Callable[[str, str], None]) -> None:
+    """`data` written to a temporary file beside `path`, then `place`d there (renamed or linked). A folder
+    removed meanwhile (another node deleting a topic's table as this one creates it again) is made again:
+    nothing of ours is in place until `place` returns."""
+    for attempt in range(FOLDER_REMOVED_ATTEMPTS):
+        temporary = None
+        try:
+            temporary = _written_beside(path, data)
+            place(temporary, path)
+            return
+        except FileNotFoundError:
+            if attempt == FOLDER_REMOVED_ATTEMPTS - 1:
+                raise
+        finally:
+            if temporary is not None:
+                with suppress(FileNotFoundError):  # renamed; or removed with its folder
+                    os.unlink(temporary)
 
 
 def _written_beside(path: str, data: bytes | pa.Buffer) -> str:

@@ -4,17 +4,19 @@ and alter one topic at once; each call applies on the latest catalog state or fa
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.errors import InvalidPartitions, UnknownTopicOrPartition
+from lakelog.platform.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from lakelog.platform.storage import Storage
 from lakelog.platform.log import TopicLog
 from log_check import assert_topic_intact
 from together import run_together
 
 # Runs the admin calls given as JSON ([op, args...] each) once "go" arrives; prints each outcome:
-# "ok", a LakelogError's code, or "UNEXPECTED ..." for anything else.
+# "ok", a LakelogError's code and message ("CODE: message"), or "UNEXPECTED ..." for anything else.
 NODE = """
 import json, sys
 from lakelog.platform import Broker
@@ -37,7 +39,7 @@ for op, *args in calls:
             broker.add_partitions("x", broker.catalog.get("x").partitions + 1)
         outcomes.append("ok")
     except LakelogError as exc:
-        outcomes.append(exc.code)
+        outcomes.append(f"{exc.code}: {exc}")
     except Exception as exc:
         outcomes.append(f"UNEXPECTED {exc!r}")
 print(json.dumps(outcomes), flush=True)
@@ -46,8 +48,12 @@ broker.close()
 
 
 def _nodes(root: str, storage: dict, calls: list[list[list]]) -> list[list[str]]:
-    """One process per list of calls, all started at once; their outcomes."""
+    """One process per list of calls, all started at once; their outcomes (with each error's message)."""
     return run_together(NODE, [[root, json.dumps(storage), json.dumps(node)] for node in calls], 300)
+
+
+def _codes(outcomes: list[list[str]]) -> list[list[str]]:
+    return [[o.split(":", 1)[0] for o in node] for node in outcomes]
 
 
 def _usable(broker: Broker, root: str, storage: dict) -> None:
@@ -65,7 +71,7 @@ def test_concurrent_deletes_on_two_nodes_one_wins(make_broker) -> None:
     broker.create_topic("x", 2)
     broker.produce("x", [Record(b"v", partition=p) for p in range(2)])
     outcomes = _nodes(make_broker.root, make_broker.storage, [[["delete"]], [["delete"]]])
-    assert sorted(o[0] for o in outcomes) == ["UNKNOWN_TOPIC_OR_PARTITION", "ok"], outcomes
+    assert sorted(o[0] for o in _codes(outcomes)) == ["UNKNOWN_TOPIC_OR_PARTITION", "ok"], outcomes
     assert not broker.storage.list_names(broker.storage.uri("topics", "x"))
     assert broker.create_topic("x", 1).partitions == 1  # the name is free again
     # A node that has the old topic open must not write to the new one (the broker's open topics are the
@@ -81,7 +87,7 @@ def test_concurrent_config_changes_on_two_nodes_lose_no_update(make_broker) -> N
         [["alter", {"retention.ms": 1000 + i}] for i in range(5)],
         [["alter", {"max.message.bytes": 2000 + i}] for i in range(5)],
     ])
-    assert outcomes == [["ok"] * 5, ["ok"] * 5]
+    assert _codes(outcomes) == [["ok"] * 5, ["ok"] * 5], outcomes
     broker.catalog.refresh()
     config = broker.catalog.get("x").config.to_kafka()
     assert (int(config["retention.ms"]), int(config["max.message.bytes"])) == (1004, 2004)
@@ -94,7 +100,8 @@ def test_every_admin_call_racing_on_three_nodes_applies_or_fails_typed(make_brok
     calls = [[ops[(i * (node + 1) + node) % len(ops)] for i in range(16)] for node in range(3)]
     outcomes = _nodes(make_broker.root, make_broker.storage, calls)
     expected = {"ok", "TOPIC_ALREADY_EXISTS", "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_PARTITIONS"}
-    assert {o for node in outcomes for o in node} <= expected, outcomes
+    unexpected = [o for node in outcomes for o in node if o.split(":", 1)[0] not in expected]
+    assert not unexpected, outcomes
     _usable(make_broker(), make_broker.root, make_broker.storage)
 
 
@@ -112,6 +119,35 @@ def test_a_node_with_a_stale_catalog_view_applies_changes_on_the_latest_state(ma
         b.alter_topic_config("x", {"retention.ms": 1})
     with pytest.raises(UnknownTopicOrPartition):
         b.delete_topic("x")
+
+
+def test_a_create_during_a_delete_never_takes_the_table_the_delete_is_removing(make_broker, monkeypatch) -> None:
+    a, b = make_broker(), make_broker()
+    a.create_topic("x", 1)  # a bare table (no records): what a create of the name could otherwise reuse
+    b.catalog.refresh()
+    removing, resume = threading.Event(), threading.Event()
+    deleter = threading.Thread(target=a.delete_topic, args=("x",))
+
+    def paused(remove):  # the delete stops between its catalog commit and the removal of the table
+        def removal(self, *args):
+            if threading.current_thread() is deleter:
+                removing.set()
+                assert resume.wait(600)
+            return remove(self, *args)
+        return removal
+
+    for method in ("delete_tree", "delete_files"):  # local / S3
+        monkeypatch.setattr(Storage, method, paused(getattr(Storage, method)))
+    deleter.start()
+    try:
+        assert removing.wait(600)
+        with pytest.raises(TopicAlreadyExists, match="marked for deletion"):  # as Kafka answers
+            b.create_topic("x", 2)
+    finally:
+        resume.set()
+        deleter.join()
+    assert b.create_topic("x", 2).partitions == 2
+    _usable(make_broker(), make_broker.root, make_broker.storage)
 
 
 def test_deleting_a_missing_topic_leaves_a_bare_table_a_create_may_be_reusing(local_broker: Broker) -> None:

@@ -4,6 +4,8 @@ is the winner's, on a local folder and on S3 (moto's server, which honours `If-N
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -70,3 +72,30 @@ def test_moto_answers_if_none_match_with_412(s3) -> None:  # type: ignore[no-unt
         client.put_object(Bucket=s3.bucket, Key=key, Body=b"b", IfNoneMatch="*")
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
     assert client.get_object(Bucket=s3.bucket, Key=key)["Body"].read() == b"a"
+
+
+@pytest.mark.parametrize("swept", ["before the link", "after the link"])
+def test_a_folder_removed_under_a_local_put_is_made_again(tmp_path: Path, monkeypatch, swept: str) -> None:
+    # Another node's topic delete removes the table's folder (shutil.rmtree) while this node writes version 0
+    # of the topic's new table into it: before the link nothing of ours is in place, so the put starts
+    # again; after it, the folder sweep took only the temporary file, and the put has landed.
+    storage = Storage.open(str(tmp_path / "root"))
+    uri = storage.uri("topics", "x", "_delta_log", "00000000000000000000.json")
+    link = os.link
+    sweeps: list[str] = []
+
+    def link_amid_a_sweep(temporary: str, target: str) -> None:
+        if not sweeps:
+            sweeps.append(temporary)
+            if swept == "before the link":
+                shutil.rmtree(os.path.dirname(target))
+            else:
+                link(temporary, target)
+                os.unlink(temporary)
+                return
+        link(temporary, target)
+
+    monkeypatch.setattr("lakelog.platform.storage.os.link", link_amid_a_sweep)
+    assert storage.put_if_absent(uri, b"version 0")
+    assert storage.read_bytes(uri) == b"version 0"
+    assert os.listdir(os.path.dirname(uri)) == ["00000000000000000000.json"]  # no temporary left

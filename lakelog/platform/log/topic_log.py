@@ -5,7 +5,7 @@ The shared state and who guards it: the log lock `_lock` (an RLock) guards the s
 `_version`), the segment index, the log end offsets and app versions derived from this node's commits
 (`_leo`, `_apps`) and the producers other writers committed (`_foreign`, `_changed_producers`); the
 condition `_checkpoints` guards the checkpoint scheduling fields only; `_metadata_lock` the footer cache.
-`create_table` and `table_is_empty` are static: the caller's thread, no log open.
+`create_table`, `seal_for_delete` and `table_is_empty` are static: the caller's thread, no log open.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Callable
@@ -21,7 +22,9 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
 from lakelog.platform.checkpoint import CheckpointState, first_checkpoint
-from lakelog.platform.delta_log import DELTA_LOG, checkpoint_name, commit_name, commit_uri, encode_create, file_version
+from lakelog.platform.delta_log import (
+    COMMIT_ID, DELTA_LOG, checkpoint_name, commit_name, commit_uri, encode_commit, encode_create, file_version,
+)
 from lakelog.platform.errors import TopicAlreadyExists
 from lakelog.platform.file_slices import FileSlices
 from lakelog.platform.index import SegmentIndex
@@ -133,6 +136,17 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
                 f"topic {name!r} is marked for deletion: its former table at {uri} is still being deleted; "
                 f"retry, or run `lakelog topics delete {name}` to finish an interrupted delete")
         return None
+
+    @staticmethod
+    def seal_for_delete(storage: Storage, name: str) -> None:
+        """Before the topic's delete commits: a bare table (version 0 alone) gets a version 1 that commits
+        nothing, so that no create of the name reuses the table this delete is about to remove (it would be
+        a topic without a table). A table with later commits, or none, is left as it is."""
+        uri = storage.uri(topic_path(name))
+        names = storage.list_names_after(f"{uri}/{DELTA_LOG}", "")
+        if commit_name(0) in names and not any(file_version(n) for n in names):
+            seal = encode_commit([], [], {COMMIT_ID: uuid.uuid4().hex, "lakelog.deletedTopic": name}, None)
+            storage.put_if_absent(commit_uri(uri, 1), seal)  # lost to a writer's version 1: not bare either
 
     @staticmethod
     def table_is_empty(storage: Storage, name: str) -> bool:
