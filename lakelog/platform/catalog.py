@@ -21,6 +21,7 @@ from deltalake.transaction import Transaction
 
 from lakelog.platform.backoff import backoff_s
 from lakelog.platform.clock import now_ms, to_ms
+from lakelog.platform.delta_log import DELTA_LOG
 from lakelog.platform.catalog_table import CatalogTable
 from lakelog.platform.errors import (
     InvalidPartitions,
@@ -215,9 +216,13 @@ class Catalog:
             return None
 
         def seal_and_list() -> None:  # beside the write of the catalog row
-            TopicLog.seal_for_delete(self.storage, name)
-            if not self.storage.is_local:  # on S3 the files to delete are listed before the tombstone
-                listed.append(self.storage.list_tree(uri))
+            if self.storage.is_local:
+                TopicLog.seal_for_delete(self.storage, name, self.storage.list_names(f"{uri}/{DELTA_LOG}"))
+                return None
+            files = self.storage.list_tree(uri)  # on S3 the files to delete are listed before the tombstone
+            log_names = [f.rsplit("/", 1)[-1] for f in files if f.startswith(f"{uri}/{DELTA_LOG}/")]
+            seal = TopicLog.seal_for_delete(self.storage, name, log_names)
+            listed.append(files + ([seal] if seal else []))
             return None
 
         self._change(name, change, tombstone=lambda: seen[-1], alongside=seal_and_list)

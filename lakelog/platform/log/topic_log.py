@@ -138,15 +138,17 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
         return None
 
     @staticmethod
-    def seal_for_delete(storage: Storage, name: str) -> None:
-        """Before the topic's delete commits: a bare table (version 0 alone) gets a version 1 that commits
-        nothing, so that no create of the name reuses the table this delete is about to remove (it would be
-        a topic without a table). A table with later commits, or none, is left as it is."""
-        uri = storage.uri(topic_path(name))
-        names = storage.list_names_after(f"{uri}/{DELTA_LOG}", "")
-        if commit_name(0) in names and not any(file_version(n) for n in names):
-            seal = encode_commit([], [], {COMMIT_ID: uuid.uuid4().hex, "lakelog.deletedTopic": name}, None)
-            storage.put_if_absent(commit_uri(uri, 1), seal)  # lost to a writer's version 1: not bare either
+    def seal_for_delete(storage: Storage, name: str, log_names: list[str]) -> str | None:
+        """Before the topic's delete commits: a bare table (its log's `log_names` show version 0 alone) gets a
+        version 1 that commits nothing, so that no create of the name reuses the table this delete is about to
+        remove (it would be a topic without a table). Answers the seal's uri when one was put; a table with
+        later commits, or none, is left as it is."""
+        if commit_name(0) not in log_names or any(file_version(n) for n in log_names):
+            return None
+        uri = commit_uri(storage.uri(topic_path(name)), 1)
+        seal = encode_commit([], [], {COMMIT_ID: uuid.uuid4().hex, "lakelog.deletedTopic": name}, None)
+        storage.put_if_absent(uri, seal)  # lost to a writer's version 1: not bare either
+        return uri
 
     @staticmethod
     def table_is_empty(storage: Storage, name: str) -> bool:
