@@ -51,11 +51,14 @@ def initial_position(log: Log, tp: TopicPartition, committed: CommittedOffset | 
         try:
             log.check_offset(tp[0], tp[1], committed.offset)
             return committed.offset
-        except OffsetOutOfRange:
+        except OffsetOutOfRange as exc:
             if reset == "none":
                 raise NoOffsetForPartition(
                     f"committed offset {committed.offset} of {tp[0]}-{tp[1]} is out of range and "
                     "auto.offset.reset is none") from None
+            # A line, as Kafka's consumer logs a reset: the member reads records again, or skips some.
+            logger.warning("committed offset %d of %s-%d is out of range (%s): auto.offset.reset %s applies",
+                           committed.offset, tp[0], tp[1], exc, reset)
     elif reset == "none":
         raise NoOffsetForPartition(f"no committed offset for {tp[0]}-{tp[1]} and auto.offset.reset is none")
     return log.list_offset(tp[0], tp[1], reset)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
 
 from lakelog.platform.cluster.errors import NodeUnavailable
 from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange
 from lakelog.platform.groups.membership import Group, JoinOptions, Member
 from lakelog.platform.groups.offsets import CommittedOffset
-from lakelog.platform.groups.positions import acknowledge, advance, auto_commit_rows, fetch_fairly, rotated
+from lakelog.platform.groups.positions import (
+    acknowledge, advance, auto_commit_rows, fetch_fairly, initial_positions, rotated,
+)
 from lakelog.platform.records import FetchResult
 from lakelog.schemas import TOPIC_SCHEMA
 
@@ -31,6 +35,14 @@ class FakeLog:
             [{"partition": partition, "offset": o, "timestamp": 0, "timestamp_type": 0, "key": None,
               "value": b"v", "headers": None} for o in offsets], schema=TOPIC_SCHEMA)
         return FetchResult(topic, partition, table, 0, self.ends[partition])
+
+    def check_offset(self, topic, partition, offset) -> None:
+        start, end = self.starts.get(partition, 0), self.ends[partition]
+        if not start <= offset <= end:
+            raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}]", start, end)
+
+    def list_offset(self, topic, partition, spec) -> int:
+        return self.starts.get(partition, 0) if spec == "earliest" else self.ends[partition]
 
 
 def test_each_partition_gets_a_share_none_is_read_to_exhaustion() -> None:
@@ -197,3 +209,13 @@ def test_a_fetch_error_that_is_not_retriable_fails_the_poll() -> None:
         raise AssertionError("a refusal was swallowed")
     except InvalidRequest:
         pass
+
+
+def test_a_committed_offset_out_of_range_is_reset_with_a_log_line_naming_it(caplog) -> None:
+    # The member re-reads from the log start (or skips records): an operator must be able to see why.
+    committed = {("t", 0): CommittedOffset(963, None, 0), ("t", 1): CommittedOffset(5, None, 0)}
+    with caplog.at_level(logging.WARNING, logger="lakelog.platform.groups.positions"):
+        found = initial_positions(FakeLog({0: 900, 1: 10}, starts={0: 100}), committed, "earliest")
+    assert found == {("t", 0): 100, ("t", 1): 5}
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "963 of t-0 is out of range" in line and "[100, 900]" in line and "earliest" in line
