@@ -141,8 +141,9 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
     def seal_for_delete(storage: Storage, name: str, log_names: list[str]) -> str | None:
         """Before the topic's delete commits: a bare table (its log's `log_names` show version 0 alone) gets a
         version 1 that commits nothing, so that no create of the name reuses the table this delete is about to
-        remove (it would be a topic without a table). Answers the seal's uri when one was put; a table with
-        later commits, or none, is left as it is."""
+        remove (it would be a topic without a table). Answers the uri of version 1 when the table was bare
+        (the seal, or a writer's commit that won the name first: the delete removes either with the rest); a
+        table with later commits, or none, is left as it is (None)."""
         if commit_name(0) not in log_names or any(file_version(n) for n in log_names):
             return None
         uri = commit_uri(storage.uri(topic_path(name)), 1)
