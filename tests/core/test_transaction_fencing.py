@@ -5,10 +5,14 @@
   and then goes on from the latest state; the id's rows stay one sequence.
 - A TxnOffsetCommit staged on the group's node while the coordinator ends the transaction: a staging that
   lands after the commit read the staged offsets is refused, never answered as committed.
+- A TxnOffsetCommit staged on the group's node while that node reads the ids' states again: staged under the
+  transaction that read finds, not the one before it (which no commit reads again).
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -113,6 +117,62 @@ def test_offsets_staged_after_the_commit_read_them_are_refused(tmp_path: Path, m
                 staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, 20),))
             assert txn_groups.committed("g")[("in", 0)].offset == 10  # what the commit read, and answered
         finally:
+            owner.close()
+            staging_node.close()
+            txn_groups.close()
+            group_groups.close()
+    assert_topic_intact(root, "a")
+
+
+def test_offsets_staged_while_the_node_reads_the_states_again_go_to_the_transaction_that_read_finds(
+        tmp_path: Path, monkeypatch) -> None:
+    root = str(tmp_path / "data")
+    with Broker(root=root) as txn_node, Broker(root=root) as group_node:
+        txn_node.create_topic("a", 1)
+        txn_groups = GroupCoordinator(txn_node, initial_rebalance_delay_ms=0)
+        group_groups = GroupCoordinator(group_node, initial_rebalance_delay_ms=0)
+        owner = coordinator(txn_node, txn_groups)
+        staging_node = coordinator(group_node, group_groups, owns=lambda _: False)
+        try:
+            txn = owner.init_producer_id(TID, 60_000)
+            pid, epoch = txn.producer_id, txn.producer_epoch
+            for offset in (10, 20):  # two transactions, each staging the group's offset on the group's node
+                owner.add_partitions(TID, pid, epoch, frozenset({("a", 0)}))
+                owner.add_offsets(TID, pid, epoch, "g")
+                if offset == 10:
+                    staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, offset),))
+                    assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
+
+            # The group's node starts reading the states again (its reaper), slow to read the rows...
+            store_type = type(staging_node._store)
+            real_read = store_type._read_latest
+            reading, release = threading.Event(), threading.Event()
+
+            def slow_read(self):  # type: ignore[no-untyped-def]
+                if threading.current_thread() is reader:
+                    reading.set()
+                    release.wait()
+                return real_read(self)
+
+            monkeypatch.setattr(store_type, "_read_latest", slow_read)
+            reader = threading.Thread(target=staging_node.tick)
+            reader.start()
+            assert reading.wait(timeout=60)
+            # ... while the second transaction's TxnOffsetCommit comes in.
+            with ThreadPoolExecutor(1) as pool:
+                staged = pool.submit(staging_node.stage_offsets, TID, pid, epoch,
+                                     (PendingOffset("g", "in", 0, 20),))
+                try:
+                    staged.result(timeout=2)  # the old code answered at once, from the states before the read
+                except TimeoutError:
+                    pass  # waits for the read under way
+                release.set()
+                reader.join()
+                staged.result()
+            assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
+            assert txn_groups.committed("g")[("in", 0)].offset == 20
+        finally:
+            release.set()
             owner.close()
             staging_node.close()
             txn_groups.close()

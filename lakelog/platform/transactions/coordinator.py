@@ -62,6 +62,7 @@ class TransactionCoordinator:
         self._store = TransactionStore(storage, compact_min_rows=compact_min_rows)
         self._staging = Staging(storage)
         self._lock = threading.Lock()  # guards the two dicts; each id's calls hold its own lock
+        self._reload_lock = threading.Lock()  # one read of the stored states at a time (_reload)
         # The cluster's hand-over of ids between nodes (handover.py): an id is acted on only once released.
         self._handover = handover if handover is not None else Handover()
         self._in_view = owns
@@ -136,8 +137,7 @@ class TransactionCoordinator:
 
     def _stored_offset_commit(self, transactional_id: str, producer_id: int, epoch: int,
                               offsets: tuple[PendingOffset, ...]) -> Transaction:
-        if self._store.changed_elsewhere():  # the stored state is the coordinator's: its number is the key
-            self._reload()
+        self._reload(only_if_changed=True)  # the stored state is the coordinator's: its number is the key
         return state.txn_offset_commit(self._current(transactional_id), producer_id, epoch, offsets, 0)
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Transaction:
@@ -181,15 +181,22 @@ class TransactionCoordinator:
         self._reload()
         return state.verify_produce(self._current(transactional_id), producer_id, epoch, partition)
 
-    def _reload(self) -> None:
-        """Every id's stored state (another node coordinates some, or took them over)."""
-        loaded = self._store.load()
-        # An id this node coordinates and holds fresh it alone writes: a read racing its save may be older.
-        held = {t for t in loaded if t in self._fresh and self.owns(t)}
-        with self._lock:
-            for transactional_id, txn in loaded.items():
-                if transactional_id not in held or transactional_id not in self._txns:
-                    self._txns[transactional_id] = txn
+    def _reload(self, only_if_changed: bool = False) -> None:
+        """Every id's stored state (another node coordinates some, or took them over), or only when another
+        node wrote since. One read at a time: the store knows the version read before the states read at
+        it are held here, so a caller finding the table unchanged while a read was under way would act on
+        the states that read replaces (ci51: offsets staged under the transaction before the current one),
+        and an older read ending last would undo a newer one."""
+        with self._reload_lock:
+            if only_if_changed and not self._store.changed_elsewhere():
+                return
+            loaded = self._store.load()
+            # An id this node coordinates and holds fresh it alone writes: a read racing its save may be older.
+            held = {t for t in loaded if t in self._fresh and self.owns(t)}
+            with self._lock:
+                for transactional_id, txn in loaded.items():
+                    if transactional_id not in held or transactional_id not in self._txns:
+                        self._txns[transactional_id] = txn
 
     def owns(self, transactional_id: str) -> bool:
         """Whether this node coordinates the id now: it owns it in its view of the cluster, and the hand-over
@@ -281,8 +288,7 @@ class TransactionCoordinator:
         """Roll prepared transactions forward and abort the ones past their timeout (of the ids this node
         coordinates; states other nodes stored are read first)."""
         try:
-            if self._store.changed_elsewhere():
-                self._reload()
+            self._reload(only_if_changed=True)
         except Exception:
             log.exception("transactions' state not read; retried")
         self._settle_pending()
