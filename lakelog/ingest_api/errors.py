@@ -102,6 +102,7 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (core.BrokerClosed, 503),
     (cluster.NotInCluster, 503),
     (cluster.NodeUnavailable, 503),
+    (cluster.NotLeader, 503),
     (cluster.NotCoordinator, 503),
     (ShuttingDown, 503),
 ]

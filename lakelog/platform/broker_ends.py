@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.cluster.errors import NodeUnavailable
+from lakelog.platform.cluster.errors import NodeUnavailable, NotLeader
+from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.platform.log import PartitionState
@@ -52,10 +53,13 @@ class LogEnds:
     def log_end_offsets(self, topic: str, relay: bool = True, taken: bool = False) -> list[int]:
         """Each partition's log end offset as this node knows it (no table read): with the journal on, past
         its acknowledged records, or (`relay`) the leader's when another node leads the topic and answers.
-        `taken`: this node leads and is asked for the ends an offset is judged by (the relayed ends): it
-        takes the topic's epoch first."""
+        `taken`: this node is asked, as the leader, for the ends an offset is judged by (the relayed ends):
+        it holds the topic's epoch first, and refuses (NotLeader) when its own view names another leader or
+        none (leaving the cluster, or not yet in it): taking the topic back for a node that asked on an older
+        view would fence its leader's writes."""
         opened = self._open(topic)
         if taken and opened.journal is not None:
+            self._check_leads(topic)
             self.journal.take_for_reads(opened)
         ends = [opened.log.log_end_offset(p) for p in range(opened.meta.partitions)]
         if opened.journal is None:
@@ -110,6 +114,14 @@ class LogEnds:
     def past_known_end(self, opened: OpenTopic, partition: int, offset: int) -> bool:
         """A fetch at `offset` reads past every offset this node knows, with the journal on."""
         return opened.journal is not None and offset > self._known_range(opened, partition)[1]
+
+    def _check_leads(self, topic: str) -> None:
+        if self.cluster is None:
+            return
+        view = self.cluster.view()  # NotInCluster (retriable) without a fresh one
+        leader = view.owner(topic_key(topic))
+        if not view.is_local(leader):
+            raise NotLeader(f"this node does not lead {topic!r}: {leader.node_id} does in its view of the cluster")
 
     def _leader_ends(self, topic: str) -> list[int] | None:
         """With the journal on, at a node that does not lead `topic`: the leader's log end offsets, past the

@@ -96,6 +96,12 @@ def test_a_non_leader_serves_acknowledged_records_before_the_table_commit(tmp_pa
                 assert relayed[1]["headers"] == [{"key": "h", "value": "1"}], relayed[1]
             ends = [p["log_end_offset"] for p in o.get(f"/v1/topics/{topic}").json()["partitions"]]
             assert ends == [PER_PARTITION] * PARTITIONS  # (2) the leader's ends
+            # Asked for the leader's ends, the node that does not lead refuses: taking the topic's epoch to
+            # answer would fence the leader's writes.
+            refused = o.post(f"/internal/v1/topics/{topic}/log-ends")
+            assert refused.status_code == 503 and refused.json()["error_code"] == "NOT_LEADER_OR_FOLLOWER", \
+                refused.text
+            assert ld.post(f"/internal/v1/topics/{topic}/log-ends").json() == [PER_PARTITION] * PARTITIONS
             for p in range(PARTITIONS):
                 latest = o.get(f"/v1/topics/{topic}/partitions/{p}/offsets", params={"spec": "latest"})
                 assert latest.json()["offset"] == PER_PARTITION, latest.text

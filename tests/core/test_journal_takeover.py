@@ -196,6 +196,25 @@ def test_a_new_leader_takes_the_topic_over_before_it_judges_an_offset_past_its_t
     assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3]}
 
 
+def test_a_leader_the_topic_was_taken_from_takes_it_back_before_it_judges_an_offset(tmp_path: Path) -> None:
+    """a led the topic (its epoch), then b took it and acknowledged records in its journal only; a has put
+    nothing since, so it has not met b's fence. Asked to judge b's end (a group's committed offset, as a
+    relayed log end), a reads the topic's latest epoch first and takes the topic back: b's records are
+    replayed into the table, not called out of range from a's own ends (ci48: a committed offset reset to
+    earliest in the rolling restart with the journal on)."""
+    root = tmp_path / "root"
+    with two_writers(root) as (a, b):
+        a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        assert produce_retrying(a, b"a0") == 0
+        assert [produce_retrying(b, b"b%d" % i) for i in range(3)] == [1, 2, 3]  # b fenced a, replayed a0
+        assert a.log_end_offsets("t", taken=True) == [4]  # the relayed ends b's records count in
+        a.check_offset("t", 0, 4)
+        assert a.topic_log("t").log_end_offset(0) == 4  # taken back: b's records replayed into the table
+        assert [r.value for r in a.fetch("t", 0, 0, 10)] == [b"a0", b"b0", b"b1", b"b2"]
+        assert_fenced(b)
+    assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3]}
+
+
 class WriterMovesOn:
     """A taker's storage: right after its `listing`-th listing of a generation (1: the first), something
     else happens (the generation's writer lands and commits more slots, so the slots the taker listed are

@@ -19,6 +19,14 @@ class NodeUnavailable(LakelogError):
     retriable = True
 
 
+class NotLeader(LakelogError):
+    """A node asked for what only a topic's leader answers (its log ends, to judge an offset by) while it
+    does not lead the topic in its own view of the cluster: the asker's view is older or newer; ask again."""
+
+    code = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+
 class NotCoordinator(LakelogError):
     """This node does not coordinate the group (any more, or not yet in its view): ask again."""
 

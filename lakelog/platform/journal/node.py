@@ -85,12 +85,14 @@ class NodeJournal:
 
     def take_for_reads(self, opened: "OpenTopic") -> None:
         """Before a read past every offset this leader knows is judged (broker_ends.py): the topic's epoch
-        held, so the previous holder's acknowledged records are in the table (its takeover's replay).
-        A no-op while this generation holds it."""
+        held, so the previous holder's acknowledged records are in the table (its takeover's replay). Checked
+        on the store (one LIST and one GET while this generation holds it): a generation another took the
+        topic from learns it only at its next put, and its ends alone would call the taker's acknowledged
+        records out of range (a group's committed offset reset to earliest, ci48)."""
         state: JournalTopic = opened.journal  # type: ignore[assignment]
         with state.lock:
             try:
-                self.writer.claim(opened, state)
+                self.writer.hold(opened, state)
             except STORAGE_ERRORS as exc:
                 raise StorageUnavailable(f"{opened.meta.name!r} could not be taken over before the read: {exc}; "
                                          "retry") from exc

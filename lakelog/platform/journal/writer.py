@@ -166,17 +166,23 @@ class JournalWriter:
         # Other writers' batches may be in the table now: their producers' state is read from it again.
         opened.producers.forget_changed(opened.log.take_changed_producers())
 
+    def hold(self, opened: "OpenTopic", state: JournalTopic) -> None:
+        """`claim`, checked on the store: a generation meets another's fence only at its next put, so until
+        then `claimed_by` may name a topic another generation took since (and acknowledged records of). If
+        one did, the topic is taken back (fence, replay). Called with `state.lock` held."""
+        current = latest_epoch(self.storage, opened.meta.name)
+        if current is not None and (current.node, current.run) == (self.node, self.run):
+            return
+        state.claimed_by = None
+        self.claim(opened, state)
+
     def _catch_up(self, opened: "OpenTopic", state: JournalTopic) -> None:
         """A sequence gap or a fenced producer epoch: another generation may have taken the topic and
         acknowledged the producer's later batches. If so, take the topic back (fence, replay: the producer
         state then reads those batches); while the epoch is still this generation's the refusal stands.
         Called with `state.lock` held."""
         try:
-            current = latest_epoch(self.storage, opened.meta.name)
-            if current is not None and (current.node, current.run) == (self.node, self.run):
-                return
-            state.claimed_by = None
-            self.claim(opened, state)
+            self.hold(opened, state)
         except (LakelogError, *STORAGE_ERRORS) as exc:
             log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
 
