@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -34,6 +37,32 @@ TID = "etl"
 def coordinator(broker: Broker, groups: GroupCoordinator, owns=lambda _: True) -> TransactionCoordinator:  # type: ignore[no-untyped-def]
     return TransactionCoordinator(broker.storage, broker.topic_log, groups.commit_transactional, groups.committed,
                                   reap_interval_s=3600, owns=owns)
+
+
+@dataclass
+class TwoNodes:
+    """The id's coordinator and a group's node that does not coordinate it, on one root."""
+    owner: TransactionCoordinator
+    owner_groups: GroupCoordinator
+    staging_node: TransactionCoordinator
+
+
+@contextmanager
+def owner_and_group_node(root: str) -> Iterator[TwoNodes]:
+    with Broker(root=root) as txn_node, Broker(root=root) as group_node:
+        txn_node.create_topic("a", 1)
+        txn_groups = GroupCoordinator(txn_node, initial_rebalance_delay_ms=0)
+        group_groups = GroupCoordinator(group_node, initial_rebalance_delay_ms=0)
+        nodes = TwoNodes(coordinator(txn_node, txn_groups), txn_groups,
+                         coordinator(group_node, group_groups, owns=lambda _: False))
+        try:
+            yield nodes
+        finally:
+            nodes.owner.close()
+            nodes.staging_node.close()
+            txn_groups.close()
+            group_groups.close()
+    assert_topic_intact(root, "a")
 
 
 def test_a_save_made_from_a_state_no_longer_the_latest_is_refused(tmp_path: Path) -> None:
@@ -89,92 +118,69 @@ def test_a_coordinator_acting_on_a_stale_state_is_fenced_then_goes_on_from_the_l
 
 
 def test_offsets_staged_after_the_commit_read_them_are_refused(tmp_path: Path, monkeypatch) -> None:
-    root = str(tmp_path / "data")
-    with Broker(root=root) as txn_node, Broker(root=root) as group_node:
-        txn_node.create_topic("a", 1)
-        txn_groups = GroupCoordinator(txn_node, initial_rebalance_delay_ms=0)
-        group_groups = GroupCoordinator(group_node, initial_rebalance_delay_ms=0)
-        owner = coordinator(txn_node, txn_groups)
-        staging_node = coordinator(group_node, group_groups, owns=lambda _: False)
-        try:
-            txn = owner.init_producer_id(TID, 60_000)
-            pid, epoch = txn.producer_id, txn.producer_epoch
-            owner.add_partitions(TID, pid, epoch, frozenset({("a", 0)}))
-            owner.add_offsets(TID, pid, epoch, "g")
-            staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, 10),))  # in time
+    with owner_and_group_node(str(tmp_path / "data")) as nodes:
+        owner, staging_node = nodes.owner, nodes.staging_node
+        txn = owner.init_producer_id(TID, 60_000)
+        pid, epoch = txn.producer_id, txn.producer_epoch
+        owner.add_partitions(TID, pid, epoch, frozenset({("a", 0)}))
+        owner.add_offsets(TID, pid, epoch, "g")
+        staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, 10),))  # in time
 
-            # A late TxnOffsetCommit: checked while Ongoing, its file written once the commit is over.
-            staging = type(staging_node._staging)
-            real_stage = staging.stage_offsets
+        # A late TxnOffsetCommit: checked while Ongoing, its file written once the commit is over.
+        staging = type(staging_node._staging)
+        real_stage = staging.stage_offsets
 
-            def late(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-                if self is staging_node._staging:
-                    assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
-                return real_stage(self, *args, **kwargs)
+        def late(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if self is staging_node._staging:
+                assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
+            return real_stage(self, *args, **kwargs)
 
-            monkeypatch.setattr(staging, "stage_offsets", late)
-            with pytest.raises(InvalidTxnState):
-                staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, 20),))
-            assert txn_groups.committed("g")[("in", 0)].offset == 10  # what the commit read, and answered
-        finally:
-            owner.close()
-            staging_node.close()
-            txn_groups.close()
-            group_groups.close()
-    assert_topic_intact(root, "a")
-
+        monkeypatch.setattr(staging, "stage_offsets", late)
+        with pytest.raises(InvalidTxnState):
+            staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, 20),))
+        assert nodes.owner_groups.committed("g")[("in", 0)].offset == 10  # what the commit read, and answered
 
 def test_offsets_staged_while_the_node_reads_the_states_again_go_to_the_transaction_that_read_finds(
         tmp_path: Path, monkeypatch) -> None:
-    root = str(tmp_path / "data")
-    with Broker(root=root) as txn_node, Broker(root=root) as group_node:
-        txn_node.create_topic("a", 1)
-        txn_groups = GroupCoordinator(txn_node, initial_rebalance_delay_ms=0)
-        group_groups = GroupCoordinator(group_node, initial_rebalance_delay_ms=0)
-        owner = coordinator(txn_node, txn_groups)
-        staging_node = coordinator(group_node, group_groups, owns=lambda _: False)
+    release = threading.Event()
+    with owner_and_group_node(str(tmp_path / "data")) as nodes:
+        owner, staging_node = nodes.owner, nodes.staging_node
+        txn = owner.init_producer_id(TID, 60_000)
+        pid, epoch = txn.producer_id, txn.producer_epoch
+        for offset in (10, 20):  # two transactions, each staging the group's offset on the group's node
+            owner.add_partitions(TID, pid, epoch, frozenset({("a", 0)}))
+            owner.add_offsets(TID, pid, epoch, "g")
+            if offset == 10:
+                staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, offset),))
+                assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
+
+        # The group's node starts reading the states again (its reaper), slow to read the rows...
+        store_type = type(staging_node._store)
+        real_read = store_type._read_latest
+        reading = threading.Event()
+
+        def slow_read(self):  # type: ignore[no-untyped-def]
+            if threading.current_thread() is reader:
+                reading.set()
+                release.wait()
+            return real_read(self)
+
+        monkeypatch.setattr(store_type, "_read_latest", slow_read)
+        reader = threading.Thread(target=staging_node.tick)
+        reader.start()
         try:
-            txn = owner.init_producer_id(TID, 60_000)
-            pid, epoch = txn.producer_id, txn.producer_epoch
-            for offset in (10, 20):  # two transactions, each staging the group's offset on the group's node
-                owner.add_partitions(TID, pid, epoch, frozenset({("a", 0)}))
-                owner.add_offsets(TID, pid, epoch, "g")
-                if offset == 10:
-                    staging_node.stage_offsets(TID, pid, epoch, (PendingOffset("g", "in", 0, offset),))
-                    assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
-
-            # The group's node starts reading the states again (its reaper), slow to read the rows...
-            store_type = type(staging_node._store)
-            real_read = store_type._read_latest
-            reading, release = threading.Event(), threading.Event()
-
-            def slow_read(self):  # type: ignore[no-untyped-def]
-                if threading.current_thread() is reader:
-                    reading.set()
-                    release.wait()
-                return real_read(self)
-
-            monkeypatch.setattr(store_type, "_read_latest", slow_read)
-            reader = threading.Thread(target=staging_node.tick)
-            reader.start()
             assert reading.wait(timeout=60)
             # ... while the second transaction's TxnOffsetCommit comes in.
             with ThreadPoolExecutor(1) as pool:
-                staged = pool.submit(staging_node.stage_offsets, TID, pid, epoch,
-                                     (PendingOffset("g", "in", 0, 20),))
+                staged = pool.submit(staging_node.stage_offsets, TID, pid, epoch, (PendingOffset("g", "in", 0, 20),))
                 try:
                     staged.result(timeout=2)  # the old code answered at once, from the states before the read
                 except TimeoutError:
                     pass  # waits for the read under way
                 release.set()
-                reader.join()
                 staged.result()
-            assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
-            assert txn_groups.committed("g")[("in", 0)].offset == 20
         finally:
             release.set()
-            owner.close()
-            staging_node.close()
-            txn_groups.close()
-            group_groups.close()
-    assert_topic_intact(root, "a")
+            reader.join()
+        assert owner.end_txn(TID, pid, epoch, True).state is TxnState.COMPLETE_COMMIT
+        assert nodes.owner_groups.committed("g")[("in", 0)].offset == 20
