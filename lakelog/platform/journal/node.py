@@ -90,12 +90,14 @@ class NodeJournal:
         topic from learns it only at its next put, and its ends alone would call the taker's acknowledged
         records out of range (a group's committed offset reset to earliest, ci48)."""
         state: JournalTopic = opened.journal  # type: ignore[assignment]
-        with state.lock:
-            try:
+        try:
+            if state.claimed_by == self.writer.run and self.writer.holds(opened.meta.name):
+                return  # read outside the topic's lock: its flushes are not held up by the requests
+            with state.lock:
                 self.writer.hold(opened, state)
-            except STORAGE_ERRORS as exc:
-                raise StorageUnavailable(f"{opened.meta.name!r} could not be taken over before the read: {exc}; "
-                                         "retry") from exc
+        except STORAGE_ERRORS as exc:
+            raise StorageUnavailable(f"{opened.meta.name!r} could not be taken over before the read: {exc}; "
+                                     "retry") from exc
 
     def forget_topic(self, opened: "OpenTopic") -> None:
         """A deleted topic: its entries count as committed (their objects may go)."""

@@ -170,11 +170,15 @@ class JournalWriter:
         """`claim`, checked on the store: a generation meets another's fence only at its next put, so until
         then `claimed_by` may name a topic another generation took since (and acknowledged records of). If
         one did, the topic is taken back (fence, replay). Called with `state.lock` held."""
-        current = latest_epoch(self.storage, opened.meta.name)
-        if current is not None and (current.node, current.run) == (self.node, self.run):
+        if self.holds(opened.meta.name):
             return
         state.claimed_by = None
         self.claim(opened, state)
+
+    def holds(self, topic: str) -> bool:
+        """This generation holds the topic's latest epoch, as the store says now (one LIST, one GET)."""
+        current = latest_epoch(self.storage, topic)
+        return current is not None and (current.node, current.run) == (self.node, self.run)
 
     def _catch_up(self, opened: "OpenTopic", state: JournalTopic) -> None:
         """A sequence gap or a fenced producer epoch: another generation may have taken the topic and
