@@ -5,9 +5,11 @@ node's (its journal's memory) or, at a node that does not lead the topic, the le
 An offset past every end a node knows is called out of range only by a leader that holds the topic's
 epoch: the previous leader's acknowledged records wait in its journal until a takeover replays them into
 the table (claims.py), and a new leader takes the topic over lazily, at its first produce. So a leader
-takes the topic first (once per leadership; a no-op while it holds it), and a node whose leader gives no
-answer refuses retriably (NOT_LEADER_OR_FOLLOWER). A consumer told OFFSET_OUT_OF_RANGE there would reset:
-past acknowledged records, or back to read them again (a group's committed offset going back).
+takes the topic first (checked on the store each time: another generation may have taken it since), a
+node whose leader gives no answer refuses retriably (NOT_LEADER_OR_FOLLOWER), and so does a node asked
+for the leader's ends that does not lead the topic in its own view. A consumer told OFFSET_OUT_OF_RANGE
+there would reset: past acknowledged records, or back to read them again (a group's committed offset
+going back).
 
 Owns `LogEnds`, a part of `Broker` (its state is set up in `Broker.__init__`). Any thread may call it.
 """

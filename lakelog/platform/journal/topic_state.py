@@ -41,7 +41,9 @@ class JournalTopic:
         self._pending: list[Acknowledged] = []
         self.pending_bytes = 0
         self.oldest_at: float | None = None  # monotonic time of the oldest pending entry's acknowledgement
-        self.claimed_by: str | None = None  # the writer's generation (run) holding the topic's latest epoch
+        # The writer's generation (run) that claimed the topic's latest epoch, as this writer last knew:
+        # another may have taken it since (met at the next put, or checked on the store: JournalWriter.hold).
+        self.claimed_by: str | None = None
 
     def claimed(self, run: str) -> None:
         """The topic's epoch is the generation's: offsets continue from the table's end, which the claim's
