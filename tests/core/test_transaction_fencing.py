@@ -30,6 +30,7 @@ from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnS
 from lakelog.platform.transactions.store import TransactionStore
 from log_check import assert_topic_intact
 from test_transaction_handover import assert_one_writer
+from tests.patience import STUCK_S
 
 TID = "etl"
 
@@ -169,7 +170,7 @@ def test_offsets_staged_while_the_node_reads_the_states_again_go_to_the_transact
         reader = threading.Thread(target=staging_node.tick)
         reader.start()
         try:
-            assert reading.wait(timeout=60)
+            assert reading.wait(timeout=STUCK_S)
             # ... while the second transaction's TxnOffsetCommit comes in.
             with ThreadPoolExecutor(1) as pool:
                 staged = pool.submit(staging_node.stage_offsets, TID, pid, epoch, (PendingOffset("g", "in", 0, 20),))
