@@ -9,9 +9,11 @@ Futures complete on the topic writer's flush thread or, for acks=all, on the bro
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 from contextlib import nullcontext
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +26,8 @@ from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.wire import ForwardedCall
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import InvalidRequest
+from lakelog.platform.group_commit import copy_outcome, fail
+from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.open_topic import OpenTopic
 from lakelog.platform.records import (
     ProduceResult,
@@ -39,6 +43,7 @@ from lakelog.platform.records import (
 )
 from lakelog.platform.writer import PendingProduce
 
+log = logging.getLogger(__name__)
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
 
@@ -79,22 +84,54 @@ class Producing:
             validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
         pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
         self.traffic.produced(pending.nbytes)
-        leader = self._remote_leader(topic)
-        if leader is not None:
-            future = self._forwarder(opened, leader).submit(pending)
-        else:
-            future = self._submit_here(opened, pending)
+        future = self._route(opened, pending)
         return _answered_now(partitions) if acks_level == 0 else future
 
-    def _submit_here(self, opened: OpenTopic, pending: PendingProduce) -> Future:
+    def _route(self, opened: OpenTopic, pending: PendingProduce, fenced_again: bool = True) -> Future:
+        """To the topic's leader node, or here. `fenced_again`: a journal flush of the call that met a fence is
+        routed once more (below)."""
+        leader = self._remote_leader(opened.meta.name)
+        if leader is not None:
+            return self._forwarder(opened, leader).submit(pending)
+        again = (lambda retry: self._route(opened, retry, fenced_again=False)) if fenced_again else None
+        return self._submit_here(opened, pending, again)
+
+    def _submit_here(self, opened: OpenTopic, pending: PendingProduce,
+                     fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
         """This node commits the call (it leads the topic, or the leader is out of reach)."""
         if self.journal is not None:  # acknowledged on the node journal, the table committed behind it
-            return self.journal.submit(opened, pending)
+            future = self.journal.submit(opened, pending)
+            return future if fenced_again is None else self._again_if_fenced(opened, pending, future, fenced_again)
         replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
             self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
         future = opened.writer.submit(pending)
         return self._after_replication(opened, future) if replicate else future
+
+    def _again_if_fenced(self, opened: OpenTopic, pending: PendingProduce, first: Future,
+                         again: Callable[[PendingProduce], Future]) -> Future:
+        """A journal flush that met a fence (another generation took the topic; nothing of the flush landed, and
+        the writer went on in a new generation) sends its calls through `again` once, as the client's retry
+        would, rather than answer a retriable error: a node whose journal was fenced while it was cut off
+        from the store takes its topics back at its first produce after it rejoins (or forwards the call to
+        the node its view now names). Routed on the broker's pool, off the journal's flush thread."""
+        answered: Future = Future()
+
+        def settle(done: Future) -> None:
+            if isinstance(done.exception(), JournalFenced) and not pending.deadline.passed():
+                log.info("produce to %s met a journal fence: sent again", opened.meta.name)
+                self._replication_pool.submit(send_again)
+            else:
+                copy_outcome(done, answered)
+
+        def send_again() -> None:
+            try:
+                again(replace(pending, future=Future())).add_done_callback(lambda d: copy_outcome(d, answered))
+            except BaseException as exc:  # routing refused it (the broker closing, say)
+                fail(answered, exc)
+
+        first.add_done_callback(settle)
+        return answered
 
     def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:
         """Calls another node checked, partitioned and forwarded here (the topic's leader): committed here,
@@ -103,9 +140,10 @@ class Producing:
         highest = max(int(call.partitions.max()) for call in calls)
         self._partition_check(opened, highest)  # the sender may know of partitions added since we looked
         config = opened.meta.config
+        here = lambda retry: self._submit_here(opened, retry)  # noqa: E731 (met a fence: here once more)
         return [self._submit_here(opened, PendingProduce(call.table, call.partitions,
                                                          Deadline.after_ms(call.timeout_ms), config,
-                                                         call.producer, call.acks))
+                                                         call.producer, call.acks), here)
                 for call in calls]
 
     def produce_by_reference(self, topic: str, reference: ProduceReference) -> list[Future]:

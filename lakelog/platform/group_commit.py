@@ -43,6 +43,15 @@ def succeed(future: Future, result: object) -> None:
         pass
 
 
+def copy_outcome(done: Future, into: Future) -> None:
+    """Answer `into` as `done` was answered (unless answered already)."""
+    error = done.exception()
+    if error is not None:
+        fail(into, error)
+    else:
+        succeed(into, done.result())
+
+
 class GroupCommit(Generic[C]):
     def __init__(self, name: str, handle: Callable[[list[C]], None], linger_ms: float,
                  batch_bytes: int | None = None, size: Callable[[C], int] = lambda call: 0) -> None:

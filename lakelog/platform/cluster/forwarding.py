@@ -24,7 +24,7 @@ from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.membership import Node
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.wire import ForwardedCall, decode_results, encode_calls, error_from
-from lakelog.platform.group_commit import GroupCommit, fail, succeed
+from lakelog.platform.group_commit import GroupCommit, copy_outcome, fail, succeed
 from lakelog.platform.writer import PendingProduce, checked
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class TopicForwarder:
             for pending in calls:
                 written = self._write_here(pending)
                 if written is not pending.future:
-                    written.add_done_callback(lambda done, p=pending: _copy(done, p.future))
+                    written.add_done_callback(lambda done, p=pending: copy_outcome(done, p.future))
             return
         except Exception as exc:
             for pending in calls:
@@ -172,11 +172,3 @@ class TopicForwarder:
 
 def _left_ms(pending: PendingProduce) -> int:
     return max(1, int(pending.deadline.remaining_s() * 1000))
-
-
-def _copy(done: Future, into: Future) -> None:
-    error = done.exception()
-    if error is not None:
-        fail(into, error)
-    else:
-        succeed(into, done.result())
