@@ -184,7 +184,7 @@ class Broker(Producing, LogEnds):
                 opened = self._topics[name] = OpenTopic(meta, self.settings, self.storage, self.replicas,
                                                           self.committed, self.schema_registry)
                 if self.journal is not None:
-                    NodeJournal.attach(opened)
+                    self.journal.attach(opened)
             return opened
 
     def _open_apart(self, name: str) -> OpenTopic | None:
@@ -328,9 +328,17 @@ class Broker(Producing, LogEnds):
         if self.replicas is None:
             raise InvalidRequest("no sites configured: there is nothing to elect")
         self.topic(topic)
-        election = self.replicas.elect(topic, site, unclean)
-        self._reopen(topic)
-        return election
+        if self.journal is None:
+            election = self.replicas.elect(topic, site, unclean)
+            self._reopen(topic)
+            return election
+        manager = self.replicas
+
+        def elect(waiting: list) -> Election:  # the journal's entries still waiting must fit the chosen site
+            return manager.elect(topic, site, unclean, lambda chosen: self.journal.check_fits(  # type: ignore
+                TopicLog(manager.sites[chosen], topic), waiting))
+
+        return self.journal.elect(self._open(topic), elect, lambda: self._reopen(topic))
 
     def replica_report(self, topic: str) -> dict:
         """Leader, in-sync set and the lag of each follower, per site and per partition."""

@@ -93,20 +93,23 @@ class Producing:
         leader = self._remote_leader(opened.meta.name)
         if leader is not None:
             return self._forwarder(opened, leader).submit(pending)
-        again = (lambda retry: self._route(opened, retry, fenced_again=False)) if fenced_again else None
+        name = opened.meta.name
+        again = (lambda retry: self._route(self._open(name), retry, fenced_again=False)) if fenced_again else None
         return self._submit_here(opened, pending, again)
 
     def _submit_here(self, opened: OpenTopic, pending: PendingProduce,
                      fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
-        """This node commits the call (it leads the topic, or the leader is out of reach)."""
-        if self.journal is not None:  # acknowledged on the node journal, the table committed behind it
-            future = self.journal.submit(opened, pending)
-            return future if fenced_again is None else self._again_if_fenced(opened, pending, future, fenced_again)
+        """This node commits the call (it leads the topic, or the leader is out of reach): on the node
+        journal when it is on (the table committed behind it), else by the topic's writer."""
         replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
             self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = opened.writer.submit(pending)
-        return self._after_replication(opened, future) if replicate else future
+        future = self.journal.submit(opened, pending) if self.journal is not None else opened.writer.submit(pending)
+        if replicate:
+            future = self._after_replication(opened, future)
+        if self.journal is None or fenced_again is None:
+            return future
+        return self._again_if_fenced(opened, pending, future, fenced_again)
 
     def _again_if_fenced(self, opened: OpenTopic, pending: PendingProduce, first: Future,
                          again: Callable[[PendingProduce], Future]) -> Future:
@@ -140,7 +143,7 @@ class Producing:
         highest = max(int(call.partitions.max()) for call in calls)
         self._partition_check(opened, highest)  # the sender may know of partitions added since we looked
         config = opened.meta.config
-        here = lambda retry: self._submit_here(opened, retry)  # noqa: E731 (met a fence: here once more)
+        here = lambda retry: self._submit_here(self._open(topic), retry)  # noqa: E731 (met a fence: here again)
         return [self._submit_here(opened, PendingProduce(call.table, call.partitions,
                                                          Deadline.after_ms(call.timeout_ms), config,
                                                          call.producer, call.acks), here)
@@ -173,8 +176,12 @@ class Producing:
         def replicate() -> None:
             try:
                 result = committed.result()
-                if not result.duplicate:
-                    self.replicas.replicate(opened.meta.name, result.version,  # type: ignore[union-attr]
+                if self.journal is not None:  # the records go to the leader's table now, then to the copies
+                    version: int | None = self.journal.replicated_version(opened, result)
+                else:
+                    version = None if result.duplicate else result.version
+                if version is not None:
+                    self.replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
                                             opened.meta.config.min_insync_replicas, epoch)
                 answered.set_result(result)
             except BaseException as exc:

@@ -59,8 +59,8 @@ class Fetcher:
             elif led_elsewhere or offset == topic_log.log_end_offset(partition):
                 topic_log.maybe_refresh(self.interval_s)
             high_watermark = self.high_watermark(opened, topic_log, partition)
-            if opened.journal is not None and topic_log is opened.log:
-                high_watermark = max(high_watermark, opened.journal.end(partition))
+            if self._journal_visible(opened, topic_log):
+                high_watermark = max(high_watermark, opened.journal.end(partition))  # type: ignore[union-attr]
             # Records of open transactions are not in the table: nothing from the first one on is answered
             # (the reserved offsets are a hole the read would stop at anyway).
             stable = min(high_watermark, topic_log.last_stable_offset(partition))
@@ -88,6 +88,8 @@ class Fetcher:
         table_end, end = topic_log.log_end_offset(partition), journal.end(partition)
         if not table_end <= offset <= end or (offset == end and end == table_end):
             return None
+        if not self._journal_visible(opened, topic_log):  # in range, not readable until enough sites hold it
+            return TOPIC_SCHEMA.empty_table(), self.high_watermark(opened, topic_log, partition)
         records = journal.read(partition, offset, max_records) if offset < end else None
         if records is None:
             if offset < end:  # committed meanwhile: the table has them now
@@ -97,6 +99,16 @@ class Fetcher:
             records = limit_bytes(records, max_bytes)
         return records, end
 
+    def _journal_visible(self, opened: "OpenTopic", topic_log: TopicLog) -> bool:
+        """Records acknowledged on the node journal are read before their table commit, but not on a
+        replicated topic whose min.insync.replicas needs followers: consumers see there only what that many
+        sites hold (the table commit and its copies)."""
+        return opened.journal is not None and topic_log is opened.log and not self._needs_followers(opened)
+
+    def _needs_followers(self, opened: "OpenTopic") -> bool:
+        return (self.replicas is not None and opened.replica_state is not None
+                and opened.meta.config.min_insync_replicas > 1)
+
     def high_watermark(self, opened: "OpenTopic", topic_log: TopicLog, partition: int) -> int:
         """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.
 
@@ -105,9 +117,8 @@ class Fetcher:
         visible once enough in-sync followers have them (Kafka's high watermark).
         """
         end = topic_log.log_end_offset(partition)
-        state = opened.replica_state
         needed = opened.meta.config.min_insync_replicas - 1  # followers besides the leader
-        if self.replicas is None or state is None or topic_log is not opened.log or needed <= 0:
+        if topic_log is not opened.log or not self._needs_followers(opened):
             return end
         current = self.replicas.require_state(opened.meta.name)
         ends = sorted((self._replica(opened, site).log_end_offset(partition)

@@ -20,7 +20,7 @@ class JournalCorrupt(LakelogError):
 
 
 class JournalRefused(LakelogError):
-    """The journal was asked to run where it is not built (a cluster of nodes, replication sites)."""
+    """The journal was asked to run where it cannot (a store that does not honour create-only writes)."""
 
     code = "INVALID_CONFIG"
 

@@ -1,6 +1,8 @@
 """The node journal as a broker uses it: start (probe, replay, then writer and committer), produce, the
-exactly-once door, flush and close. Built only with `journal_enable` (LAKELOG_JOURNAL_ENABLE); refused with
-replication sites (the copies follow table commits; acks=all across sites over the journal is not built).
+exactly-once door, a replica election's hand-over, flush and close. Built only with `journal_enable`
+(LAKELOG_JOURNAL_ENABLE). The journal lives in the node's storage (with replication sites, the control site's,
+with the catalog); the topic tables it commits into are each topic's leader site's, and the copies follow
+those table commits.
 Several nodes (or processes) on one root each claim a topic's epoch before writing it (claims.py).
 """
 
@@ -11,18 +13,22 @@ import threading
 import uuid
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
-from lakelog.platform.errors import StorageUnavailable
+from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.journal.claims import epochs_path
 from lakelog.platform.journal.committer import TableCommitter
 from lakelog.platform.journal.errors import JournalRefused
 from lakelog.platform.journal.objects import JOURNAL
+from lakelog.platform.journal.planner import plan_commit
 from lakelog.platform.journal.producer_history import journaled_history
 from lakelog.platform.journal.recovery import Replayed, replay
 from lakelog.platform.journal.table_commit import commit_entries
-from lakelog.platform.journal.topic_state import JournalTopic
+from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.journal.writer import JournalWriter
+from lakelog.platform.log import TopicLog
+from lakelog.platform.records import ProduceResult
+from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
 from lakelog.platform.writer import PendingProduce
 from lakelog.settings import CoreSettings
@@ -31,16 +37,10 @@ if TYPE_CHECKING:
     from lakelog.platform.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The journal folder of a broker given no `journal_node` (embedded: no cluster id; `lakelog serve` passes its own).
 EMBEDDED_NODE = "node"
-NOT_BUILT_WITH_SITES = ("the node journal (log.journal.enable) is not built for replication sites (their "
-                        "copies follow the table commits); turn one of them off")
-
-
-def refuse(where: str) -> JournalRefused:
-    log.error("journal refused: %s", where)
-    return JournalRefused(f"{NOT_BUILT_WITH_SITES} ({where})")
 
 
 class NodeJournal:
@@ -48,19 +48,22 @@ class NodeJournal:
                  open_topic: Callable[[str], "OpenTopic | None"]) -> None:
         """`open_topic`: a topic's machinery opened apart from the broker's (for the replay; closed after),
         None when the topic does not exist. Replays the node's journal before taking any call."""
-        if settings.sites:
-            raise refuse("sites are configured")
+        self._carried: dict[str, list[Acknowledged]] = {}  # entries a replica election handed to the next opening
         self.node = settings.journal_node or EMBEDDED_NODE
         probe_create_only(storage)
         self.replayed: Replayed = replay_own(storage, self.node, open_topic)
         self.writer = JournalWriter(storage, self.node, settings.journal_linger_ms, settings.batch_bytes, committed)
         self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 
-    @staticmethod
-    def attach(opened: "OpenTopic") -> None:
-        """Make an opened topic's offsets the journal's (set before its first produce call)."""
+    def attach(self, opened: "OpenTopic") -> None:
+        """Make an opened topic's offsets the journal's (set before its first produce call). Entries a replica
+        election carried over (`elect`) continue there: served, and committed to the new leader's table."""
         opened.journal = JournalTopic(opened.meta.name, opened.log.log_end_offset)
         opened.log.journaled = True
+        carried = self._carried.pop(opened.meta.name, [])
+        if carried:
+            opened.journal.acknowledged(carried)
+            self.writer.track(opened)
         # A producer's state rebuilt here counts its batches acknowledged but not yet in the table.
         opened.producers.read_history_from(journaled_history(opened.log.producer_history, opened.journal))
 
@@ -82,6 +85,59 @@ class NodeJournal:
                 yield
             finally:
                 state.reset()
+
+    def elect(self, opened: "OpenTopic", elect: Callable[[list[Acknowledged]], T], reopen: Callable[[], None]) -> T:
+        """A replica election of the topic. Its acknowledged entries are committed to the current leader's
+        table where that site answers; `elect` is given those still waiting and elects only where they fit
+        the new leader's table (at their offsets, none missing before), raising otherwise (nothing changes).
+        Elected: they are carried to the topic's next opening (`attach`, after `reopen`) and committed to the
+        new leader's table there; calls still bound to this opening are refused (sent again by the broker).
+        No flush assigns offsets meanwhile."""
+        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        with state.commit_lock, state.lock:
+            try:
+                self.committer.commit_topic(opened)
+            except (LakelogError, *STORAGE_ERRORS) as exc:
+                log.warning("journal entries of %s not committed to its leader before the election: %s",
+                            opened.meta.name, exc)
+            waiting = state.pending()
+            elected = elect(waiting)
+            state.retired = True
+            if waiting:
+                log.warning("journal: %d entries of %s carried to its new leader", len(waiting), opened.meta.name)
+                self._carried[opened.meta.name] = waiting
+                state.drop(waiting)  # not committed: their journal objects stay until the new leader has them
+            self.writer.forget_topic(opened.meta.name)
+            reopen()
+            return elected
+
+    @staticmethod
+    def check_fits(site_log: TopicLog, waiting: list[Acknowledged]) -> None:
+        """Refuse a leader site whose table the waiting entries do not fit: a commit of the old leader's that
+        it lacks (not copied yet) would leave a gap before them, and their offsets cannot move."""
+        try:
+            ends = {i.entry.partition: site_log.log_end_offset(i.entry.partition) for i in waiting}
+        finally:
+            site_log.close()
+        plan = plan_commit(ends, [i.entry for i in waiting])
+        if plan.blocked or plan.conflicting:
+            bad = (plan.blocked + plan.conflicting)[0]
+            log.error("election of %s refused: journal entry %s does not fit the site's table", site_log.name, bad)
+            raise ElectionNotAllowed(
+                f"{site_log.name!r}: records acknowledged on the node journal (from offset {bad.base} of partition "
+                f"{bad.partition}) wait for the leader's table, and the chosen site's table ends at "
+                f"{ends.get(bad.partition, 0)}: it lacks commits of the old leader. Elect once the old leader "
+                "site answers (its commits are then copied first), or choose a site that holds them")
+
+    def replicated_version(self, opened: "OpenTopic", result: ProduceResult) -> int:
+        """acks=all on a replicated topic: the call's records committed to the leader's table now; answers the
+        table version that holds them (for the copy to min.insync.replicas sites)."""
+        self.committer.commit_topic(opened)
+        for partition, offset in zip(result.partitions.tolist(), result.offsets.tolist()):
+            if opened.log.log_end_offset(partition) <= offset:
+                raise StorageUnavailable(f"records of {opened.meta.name!r} acknowledged in the journal are not in "
+                                         "its leader's table yet; retry")
+        return opened.log.version
 
     def take_for_reads(self, opened: "OpenTopic") -> None:
         """Before a read past every offset this leader knows is judged (broker_ends.py): the topic's epoch

@@ -44,13 +44,18 @@ class JournalTopic:
         # The writer's generation (run) that claimed the topic's latest epoch, as this writer last knew:
         # another may have taken it since (met at the next put, or checked on the store: JournalWriter.hold).
         self.claimed_by: str | None = None
+        self.retired = False  # a replica election moved the topic: this opening takes no more calls
 
     def claimed(self, run: str) -> None:
         """The topic's epoch is the generation's: offsets continue from the table's end, which the claim's
-        replay brought past every entry acknowledged before (this writer's own pending ones too)."""
+        replay brought past every entry acknowledged before (this writer's own pending ones too), or past
+        the pending entries the table lacks yet (carried over by a replica election)."""
         with self.lock:
             self.claimed_by = run
             self._next.clear()
+            for item in self._pending:
+                partition = item.entry.partition
+                self._next[partition] = max(self.next_offset(partition), item.entry.end)
 
     def next_offset(self, partition: int) -> int:
         with self.lock:

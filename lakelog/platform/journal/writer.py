@@ -133,6 +133,11 @@ class JournalWriter:
                 state: JournalTopic = topic_calls[0].opened.journal  # type: ignore[assignment]
                 state.lock.acquire()  # held until decided: no exactly-once append sees offsets in flight
                 held.append(state)
+                if state.retired:
+                    for call in topic_calls:
+                        fail(call.future, JournalFenced(f"{state.name!r} moved to another leader site (a replica "
+                                                        "election) while the call waited: not acknowledged"))
+                    continue
                 if not self._claim(topic_calls[0].opened, state, [c.pending for c in topic_calls]):
                     continue
                 part = self._prepare(topic_calls[0].opened, state, [c.pending for c in topic_calls])
@@ -327,6 +332,11 @@ class JournalWriter:
             self.storage.delete_files([self.slot_uri(self.run, s) for s in slots if s != highest])
         except STORAGE_ERRORS as exc:  # the next start finds the entries committed
             log.warning("journal generation %s not sealed: %s", self.run, exc)
+
+    def track(self, opened: "OpenTopic") -> None:
+        """A topic with acknowledged entries put there other than by a flush (carried over by an election)."""
+        with self._lock:
+            self._topics[opened.meta.name] = opened
 
     def forget_topic(self, name: str) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import InvalidRequest, LakelogError, NotEnoughReplicas
@@ -223,8 +223,10 @@ class ReplicaManager:
 
     # ---- election ---------------------------------------------------------------
 
-    def elect(self, topic: str, site: str | None = None, unclean: bool = False) -> Election:
-        """Clean election: only an in-sync follower becomes leader, unless `unclean` is given."""
+    def elect(self, topic: str, site: str | None = None, unclean: bool = False,
+              check: Callable[[str], None] | None = None) -> Election:
+        """Clean election: only an in-sync follower becomes leader, unless `unclean` is given. `check` is
+        given the site chosen before anything is recorded, and may refuse it by raising."""
         with self._lock(topic):
             state = self.require_state(topic, refresh=True)
             if site is not None and site not in state.replicas:
@@ -246,6 +248,8 @@ class ReplicaManager:
                     f"no in-sync follower of {topic!r} (in sync: {', '.join(state.isr)}); pass --unclean to "
                     f"promote an out-of-sync one"
                 )
+            if check is not None:
+                check(chosen)
             warning = ""
             isr = [s for s in state.isr if s != state.leader]
             if chosen not in state.isr:
