@@ -47,10 +47,10 @@ class Fetcher:
         while True:
             journaled = self._from_journal(opened, topic_log, partition, offset, max_records, max_bytes)
             if journaled is not None:  # acknowledged, not yet in the table: served from the journal's memory
-                table, high_watermark = journaled
+                table, high_watermark, stable = journaled
                 if table.num_rows or deadline - time.monotonic() <= 0 or closed():
                     return FetchResult(topic, partition, table, topic_log.log_start_offset(partition),
-                                       high_watermark, high_watermark)
+                                       high_watermark, stable)
                 with self.committed:
                     self.committed.wait(min(deadline - time.monotonic(), self.interval_s))
                 continue
@@ -79,9 +79,11 @@ class Fetcher:
                 self.committed.wait(min(remaining, self.interval_s))
 
     def _from_journal(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, offset: int,
-                      max_records: int, max_bytes: int | None) -> tuple[pa.Table, int] | None:
-        """With the node journal: records at or past the table's log end that the leader acknowledged, and
-        the high watermark past them; None when the table answers (or the offset is past every record)."""
+                      max_records: int, max_bytes: int | None) -> tuple[pa.Table, int, int] | None:
+        """With the node journal: records at or past the table's log end that the leader acknowledged, the
+        high watermark past them and the last stable offset; None when the table answers (or the offset is
+        past every record). Behind an open transaction's reserved offsets (in the table) nothing is served:
+        its records come first, once it ends."""
         journal = opened.journal
         if journal is None or topic_log is not opened.log:
             return None
@@ -89,7 +91,11 @@ class Fetcher:
         if not table_end <= offset <= end or (offset == end and end == table_end):
             return None
         if not self._journal_visible(opened, topic_log):  # in range, not readable until enough sites hold it
-            return TOPIC_SCHEMA.empty_table(), self.high_watermark(opened, topic_log, partition)
+            high_watermark = self.high_watermark(opened, topic_log, partition)
+            return TOPIC_SCHEMA.empty_table(), high_watermark, high_watermark
+        stable = topic_log.last_stable_offset(partition)
+        if stable < table_end:
+            return TOPIC_SCHEMA.empty_table(), end, stable
         records = journal.read(partition, offset, max_records) if offset < end else None
         if records is None:
             if offset < end:  # committed meanwhile: the table has them now
@@ -97,7 +103,7 @@ class Fetcher:
             records = TOPIC_SCHEMA.empty_table()
         if max_bytes is not None:
             records = limit_bytes(records, max_bytes)
-        return records, end
+        return records, end, end
 
     def _journal_visible(self, opened: "OpenTopic", topic_log: TopicLog) -> bool:
         """Records acknowledged on the node journal are read before their table commit, but not on a

@@ -73,10 +73,12 @@ def settled(nodes: list[Node]) -> dict[str, Any] | None:
 
 
 @contextmanager
-def two_nodes_leading(root: str, topics: dict[str, int]) -> Iterator[tuple[list[Node], dict[str, str]]]:
-    """Nodes n1 and n2 on `root`, agreed, with `topics` (name -> partitions) created through n1: the nodes
-    and each topic's leader, once both nodes name the same leaders. Both nodes are stopped at the end."""
-    nodes = [Node(root, name, {}) for name in ("n1", "n2")]
+def two_nodes_leading(root: str, topics: dict[str, int],
+                      env: dict[str, str] | None = None) -> Iterator[tuple[list[Node], dict[str, str]]]:
+    """Nodes n1 and n2 on `root` (`env`: their environment's additions), agreed, with `topics` (name ->
+    partitions) created through n1: the nodes and each topic's leader, once both nodes name the same
+    leaders. Both nodes are stopped at the end."""
+    nodes = [Node(root, name, dict(env or {})) for name in ("n1", "n2")]
     try:
         for node in nodes:
             node.start()

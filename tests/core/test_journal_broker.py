@@ -14,11 +14,12 @@ import pytest
 from lakelog.platform import Broker, Record
 from lakelog.platform.records import ProducerBatch
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import InvalidRequest, OutOfOrderSequence, StorageUnavailable
+from lakelog.platform.errors import OutOfOrderSequence, StorageUnavailable
 from lakelog.platform.journal.errors import JournalReplayFailed
 from lakelog.platform.journal.objects import FENCE, encode_marker, encode_records, generation_path, slot_name
 from lakelog.schemas import TOPIC_SCHEMA
 from tests.log_check import assert_topic_intact
+from tests.patience import STUCK_S
 
 
 def journal_files(root: Path) -> list[str]:
@@ -61,12 +62,17 @@ def test_exactly_once_appends_between_journaled_produce(tmp_path: Path) -> None:
     assert assert_topic_intact(str(root), "t") == {0: [0, 1, 2, 3, 4]}
 
 
-def test_refused_where_not_built(tmp_path: Path) -> None:
-    with Broker(root=str(tmp_path / "root"), journal_enable=True) as broker:
-        broker.create_topic("t", 1)
-        with pytest.raises(InvalidRequest, match="transactional produce is not built with the node journal"):
-            broker.topic_log("t").reserve(0, 1, 7, 1, 0, Deadline.after_ms(1000))
-        assert broker.topic_log("t").log_end_offset(0) == 0
+def test_a_reservation_follows_the_journals_acknowledged_records(tmp_path: Path) -> None:
+    """A transaction's reservation takes table offsets: the journal's acknowledged entries go to the table
+    first, and the journal's next offsets follow the reservation."""
+    root = tmp_path / "root"
+    with Broker(root=str(root), journal_enable=True) as broker:
+        broker.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
+        assert broker.produce("t", [Record(b"a"), Record(b"b")]).offsets.tolist() == [0, 1]
+        assert broker.topic_log("t").log_end_offset(0) == 0  # on the journal only
+        assert broker.topic_log("t").reserve(0, 3, 7, 1, 0, Deadline.after_ms(int(STUCK_S * 1000))) == 2
+        assert broker.topic_log("t").log_end_offset(0) == 5
+        assert broker.produce("t", [Record(b"c")]).offsets.tolist() == [5]
 
 
 def test_a_replay_with_a_gap_refuses_the_start(tmp_path: Path) -> None:

@@ -38,3 +38,50 @@ def test_consumed_before_the_table_commit(start_server, client) -> None:
     server.settle()  # commits the journal's entries to the table
     stored = assert_topic_intact(server.root, topic)
     assert {(p, o) for p, offsets in stored.items() for o in offsets} == set(placed)
+
+
+def test_a_transaction_between_journaled_produce(start_server) -> None:
+    """A transactional batch reserves its offsets in the table: the journal's acknowledged records are
+    committed first and its flushes wait meanwhile, so the reservation follows them and later produce
+    follows it. read_committed consumers stop at the open transaction (records served from the journal's
+    memory behind it included) and read on, in offset order, once it commits."""
+    from confluent_kafka import Producer
+
+    from tests.kafka.test_kafka_transactions import read_committed, transactional
+
+    server = start_server(journal_enable=True)
+    topic = "journal-txn"
+    response = httpx.post(f"{server.url}/v1/topics", timeout=STUCK_S, json={
+        "name": topic, "partitions": 1, "config": {"table.commit.interval.ms": 600_000}})
+    assert response.status_code == 201, response.text
+    plain = Producer({"bootstrap.servers": server.bootstrap})
+
+    def produce_plain(*values: bytes) -> None:
+        for value in values:
+            plain.produce(topic, value=value, partition=0)
+        assert plain.flush(STUCK_S) == 0
+
+    produce_plain(b"p0", b"p1", b"p2")  # on the journal only
+    producer = transactional(server.bootstrap, "journal-txn-1")
+    producer.begin_transaction()
+    for value in (b"t0", b"t1"):
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(STUCK_S) == 0  # reserved: offsets 3 and 4
+    produce_plain(b"p3", b"p4")  # on the journal, after the reservation
+    assert [(o, v) for _, o, v in read_committed(server.bootstrap, [topic], "before", 3)] == [
+        (0, b"p0"), (1, b"p1"), (2, b"p2")]  # not p3 and p4: they come after the open transaction
+
+    def fetch_at_5() -> dict:  # past the reservation: p3 and p4, in the journal's memory
+        answer = httpx.get(f"{server.url}/v1/topics/{topic}/partitions/0/records", params={"offset": 5},
+                           timeout=STUCK_S)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    before = fetch_at_5()
+    assert (before["records"], before["last_stable_offset"], before["high_watermark"]) == ([], 3, 7)
+    producer.commit_transaction(STUCK_S)
+    assert [r["value"] for r in fetch_at_5()["records"]] == ["p3", "p4"]
+    assert [(o, v) for _, o, v in read_committed(server.bootstrap, [topic], "after", 7)] == [
+        (0, b"p0"), (1, b"p1"), (2, b"p2"), (3, b"t0"), (4, b"t1"), (5, b"p3"), (6, b"p4")]
+    server.settle()
+    assert assert_topic_intact(server.root, topic) == {0: list(range(7))}

@@ -59,7 +59,7 @@ class NodeJournal:
         """Make an opened topic's offsets the journal's (set before its first produce call). Entries a replica
         election carried over (`elect`) continue there: served, and committed to the new leader's table."""
         opened.journal = JournalTopic(opened.meta.name, opened.log.log_end_offset)
-        opened.log.journaled = True
+        opened.log.journal_exclusive = lambda: self.exclusive(opened)  # a transaction's reservations
         carried = self._carried.pop(opened.meta.name, [])
         if carried:
             opened.journal.acknowledged(carried)

@@ -16,7 +16,6 @@ Threads: the producing and the completing threads; each attempt under the log lo
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from deltalake.transaction import AddAction, Transaction
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import COMMIT_ID, commit_uri, encode_commit
-from lakelog.platform.errors import InvalidRequest, StorageWriteFailed
+from lakelog.platform.errors import StorageWriteFailed
 from lakelog.platform.file_stats import iso_ms, segment_of
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID, open_app_id, partition_app_id
@@ -83,11 +82,11 @@ class Reservations:
                 deadline: Deadline) -> int:
         """Take `count` offsets for a staged transactional batch; answers the first. A retry of the same
         batch (producer, transaction, sequence) is answered the offsets of its first reservation."""
-        if self.journaled:  # the journal assigns this topic's offsets from memory: a reservation would clash
-            logging.getLogger("lakelog.platform.log").warning("transactional batch to %s refused: journal on",
-                                                              self.name)
-            raise InvalidRequest("transactional produce is not built with the node journal on "
-                                 "(log.journal.enable / LAKELOG_JOURNAL_ENABLE)")
+        with self.journal_exclusive():
+            return self._reserve(partition, count, producer_id, number, sequence, deadline)
+
+    def _reserve(self, partition: int, count: int, producer_id: int, number: int, sequence: int,
+                 deadline: Deadline) -> int:
         key = reservation_app_id(producer_id, number, partition, sequence)
 
         def plan() -> tuple[list[Transaction], int] | int:

@@ -16,7 +16,8 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import Callable
+from contextlib import nullcontext
+from typing import Callable, ContextManager
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
@@ -84,7 +85,9 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
         self._checkpointing = False  # a background run is under way
         self.commits = 0
         self.conflicts = 0
-        self.journaled = False  # the node journal assigns this topic's offsets (journal/), set by the broker
+        # With the node journal on (set by journal/node.py), which assigns this topic's offsets from memory:
+        # a reservation takes offsets inside it (its acknowledged entries committed first, no flush meanwhile).
+        self.journal_exclusive: Callable[[], ContextManager[None]] = nullcontext
         # Versions other writers committed since this node's producer state was last checked against them
         # (inclusive ranges), and the producer ids found in those read so far (None: any producer).
         self._foreign: list[tuple[int, int]] = []
