@@ -424,5 +424,7 @@ def test_a_rolling_restart_of_three_nodes_with_the_node_journal(tmp_path: Any) -
 
 
 @pytest.mark.s3
-def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str) -> None:
-    run_chaos("s3://lakelog-cluster/root", s3_env(moto_endpoint), 200, pause_s=0.3)
+@pytest.mark.parametrize("journal", ["false", "true"], ids=["tables", "journal"])
+def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str, journal: str) -> None:
+    run_chaos(f"s3://lakelog-cluster/root-{journal}", {**s3_env(moto_endpoint), "LAKELOG_JOURNAL_ENABLE": journal},
+              200, pause_s=0.3)
