@@ -31,3 +31,17 @@ def test_reads_follow_entries_in_offset_order_and_stop_at_a_gap() -> None:
     assert offsets(topic.read(2, 0, 10)) is None
     topic.drop(topic.pending())
     assert offsets(topic.read(0, 3, 100)) is None  # committed: read from the table
+
+
+def test_a_claim_continues_after_pending_entries_the_table_lacks() -> None:
+    """A claim reads offsets from the table's end again; entries still pending that the table lacks (carried
+    over by a replica election) keep their offsets taken, while a table already past them wins."""
+    table_ends = {0: 4, 1: 9}
+    topic = JournalTopic("t", lambda partition: table_ends[partition])
+    topic.acknowledged([acknowledged(0, 4, 3, 1), acknowledged(1, 2, 3, 1)])  # 4..6 in 0; 2..4 in 1 (in the table)
+    topic.claimed("r2")
+    assert (topic.claimed_by, topic.next_offset(0), topic.next_offset(1)) == ("r2", 7, 9)
+    topic.drop(topic.pending())
+    table_ends[0] = 7
+    topic.claimed("r3")
+    assert topic.next_offset(0) == 7
