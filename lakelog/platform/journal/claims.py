@@ -135,19 +135,22 @@ def topic_entries(objects: list[tuple[int, JournalObject]], run: str, topic: str
     return items
 
 
-def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str) -> Epoch:
+def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str,
+              settled: frozenset[str] = frozenset()) -> Epoch:
     """Make (node, run) the holder of the topic's next epoch, fencing and replaying the generation before
     it, whoever's: one of this process's own earlier generations too (fenced when it was left, by a taker
     that did not claim after, or by itself at a deadline). Its entries are this writer's pending ones, but
     a later taker reads only the generation the latest epoch names: left out of the table here, they would
-    be a gap there. Raises `StorageUnavailable` after CLAIM_ATTEMPTS claims lost in a row,
-    `JournalReplayFailed` on a gap."""
+    be a gap there. `settled`: generations of this node its start found sealed, or fenced and replayed
+    (recovery.py): one named by the epoch is neither fenced nor read again (the usual claim after a
+    restart: one PUT, not a fence and a replay per topic). Raises `StorageUnavailable` after
+    CLAIM_ATTEMPTS claims lost in a row, `JournalReplayFailed` on a gap."""
     topic = opened.meta.name
     for _ in range(CLAIM_ATTEMPTS):
         current = latest_epoch(storage, topic)
         if current is not None and (current.node, current.run) == (node, run):
             return current
-        if current is not None:
+        if current is not None and not (current.node == node and current.run in settled):
             fence, listed = fence_generation(storage, current.node, current.run, node)
             items = topic_entries(objects_below(storage, current.node, current.run, fence, listed), current.run,
                                   topic)

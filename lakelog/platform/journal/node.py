@@ -53,6 +53,7 @@ class NodeJournal:
         probe_create_only(storage)
         self.replayed: Replayed = replay_own(storage, self.node, open_topic)
         self.writer = JournalWriter(storage, self.node, settings.journal_linger_ms, settings.batch_bytes, committed)
+        self.writer.settled = self.replayed.settled
         self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 
     def attach(self, opened: "OpenTopic") -> None:

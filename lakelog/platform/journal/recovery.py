@@ -46,29 +46,33 @@ class Replayed:
     objects: int = 0
     records: int = 0  # records appended to tables by this replay
     skipped_topics: list[str] = field(default_factory=list)
+    # Every generation of the node the start found: each sealed, or fenced and replayed now. A topic whose
+    # latest epoch names one is claimed without fencing or reading it again (claims.py, `take_over`).
+    settled: frozenset[str] = frozenset()
 
 
-def read_generations(storage: Storage, node: str) -> dict[str, list[tuple[int, JournalObject]]]:
-    """Every generation the node left, fenced first (a process of this node that is still running, paused,
-    acknowledges nothing more), run -> its objects below the fence (slot order). A sealed generation (one
-    fence or tombstone left) is not fenced again and holds nothing."""
+def read_generations(storage: Storage, node: str) -> tuple[list[str], dict[str, list[tuple[int, JournalObject]]]]:
+    """Every generation the node left (the runs listed), and those not sealed, fenced first (a process of
+    this node that is still running, paused, acknowledges nothing more): run -> its objects below the fence
+    (slot order). A sealed generation (one fence or tombstone left) is not fenced again and holds nothing."""
     out: dict[str, list[tuple[int, JournalObject]]] = {}
-    for run in storage.list_names(storage.uri(generations_path(node))):
+    runs = storage.list_names(storage.uri(generations_path(node)))
+    for run in runs:
         folder = storage.uri(generation_path(node, run))
         slots = sorted(s for s in (slot_of(n) for n in storage.list_names(folder)) if s is not None)
         if len(slots) == 1 and decode(storage.read_bytes(f"{folder}/{slot_name(slots[0])}")).kind != RECORDS:
             continue
         fence, listed = fence_generation(storage, node, run, node)
         out[run] = objects_below(storage, node, run, fence, listed) + [(fence, JournalObject(FENCE, node, run, fence))]
-    return out
+    return runs, out
 
 
 def replay(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic | None"],
            commit: Callable[["OpenTopic", list[Acknowledged]], list[Acknowledged]]) -> Replayed:
     """`open_topic`: the topic's machinery, None when the topic no longer exists (the caller closes what it
     opened); `commit`: committer.py's `commit_entries`."""
-    generations = read_generations(storage, node)
-    report = Replayed(generations=len(generations))
+    runs, generations = read_generations(storage, node)
+    report = Replayed(generations=len(generations), settled=frozenset(runs))
     by_topic: dict[str, list[Acknowledged]] = {}
     for run, objects in generations.items():
         for slot, obj in objects:

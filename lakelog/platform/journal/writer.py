@@ -89,6 +89,7 @@ class JournalWriter:
         self._outstanding: dict[str, dict[int, int]] = {}  # run -> slot -> entries not yet committed
         self._highest: dict[str, int] = {}  # run -> its highest landed slot
         self._topics: dict[str, "OpenTopic"] = {}  # topics with acknowledged entries, for the committer
+        self.settled: frozenset[str] = frozenset()  # the node's generations its start settled (recovery.py)
         self._open_generation()
         self._flushes = GroupCommit(f"journal-{node}", self._flush, linger_ms, batch_bytes,
                                     lambda call: call.pending.nbytes)
@@ -166,7 +167,7 @@ class JournalWriter:
         made (claims.py). Called with `state.lock` held."""
         if state.claimed_by == self.run:
             return
-        take_over(self.storage, opened, self.node, self.run)
+        take_over(self.storage, opened, self.node, self.run, self.settled)
         state.claimed(self.run)
         # Other writers' batches may be in the table now: their producers' state is read from it again.
         opened.producers.forget_changed(opened.log.take_changed_producers())
