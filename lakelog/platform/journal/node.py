@@ -128,7 +128,7 @@ class NodeJournal:
                 f"{site_log.name!r}: records acknowledged on the node journal (from offset {bad.base} of partition "
                 f"{bad.partition}) wait for the leader's table, and the chosen site's table ends at "
                 f"{ends.get(bad.partition, 0)}: it lacks commits of the old leader. Elect once the old leader "
-                "site answers (its commits are then copied first), or choose a site that holds them")
+                "site answers (the entries then go to its table first), or choose a site that holds its commits")
 
     def replicated_version(self, opened: "OpenTopic", result: ProduceResult) -> int:
         """acks=all on a replicated topic: the call's records committed to the leader's table now; answers the
