@@ -1,10 +1,12 @@
-"""The broker's produce face: produce calls partitioned, queued for their topic's writer or forwarded to
-the topic's leader node, acks=all answered once replicated, the Spark sink's exactly-once appends.
+"""The broker's produce face: produce calls partitioned, queued for their topic's writer (or the node
+journal) or forwarded to the topic's leader node, a journal flush that met a fence sent once more,
+acks=all answered once replicated, the Spark sink's exactly-once appends.
 
 Owns `Producing`, a part of `Broker` (its state is set up in `Broker.__init__`), and the checks of a
 produce call's acks and producer fields. Any thread may call it: the HTTP tier's request threads, the
 Kafka listener's workers, the CLI, the Spark sink, the cluster endpoint's threads for forwarded calls.
-Futures complete on the topic writer's flush thread or, for acks=all, on the broker's replication pool.
+Futures complete on the topic writer's (or the journal's) flush thread or, for acks=all and for a call
+sent again after a fence, on the broker's replication pool.
 """
 
 from __future__ import annotations
