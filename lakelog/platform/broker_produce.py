@@ -89,14 +89,14 @@ class Producing:
         future = self._route(opened, pending)
         return _answered_now(partitions) if acks_level == 0 else future
 
-    def _route(self, opened: OpenTopic, pending: PendingProduce, fenced_again: bool = True) -> Future:
-        """To the topic's leader node, or here. `fenced_again`: a journal flush of the call that met a fence is
-        routed once more (below)."""
+    def _route(self, opened: OpenTopic, pending: PendingProduce, resend: bool = True) -> Future:
+        """To the topic's leader node, or here. `resend`: a journal flush of the call that met a fence is
+        routed once more (`_again_if_fenced`)."""
         leader = self._remote_leader(opened.meta.name)
         if leader is not None:
             return self._forwarder(opened, leader).submit(pending)
         name = opened.meta.name
-        again = (lambda retry: self._route(self._open(name), retry, fenced_again=False)) if fenced_again else None
+        again = (lambda retry: self._route(self._open(name), retry, resend=False)) if resend else None
         return self._submit_here(opened, pending, again)
 
     def _submit_here(self, opened: OpenTopic, pending: PendingProduce,

@@ -15,6 +15,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
+import numpy as np
+
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.journal.claims import epochs_path
 from lakelog.platform.journal.committer import TableCommitter
@@ -120,9 +122,8 @@ class NodeJournal:
             ends = {i.entry.partition: site_log.log_end_offset(i.entry.partition) for i in waiting}
         finally:
             site_log.close()
-        plan = plan_commit(ends, [i.entry for i in waiting])
-        if plan.blocked or plan.conflicting:
-            bad = (plan.blocked + plan.conflicting)[0]
+        bad = plan_commit(ends, [i.entry for i in waiting]).misfit
+        if bad is not None:
             log.error("election of %s refused: journal entry %s does not fit the site's table", site_log.name, bad)
             raise ElectionNotAllowed(
                 f"{site_log.name!r}: records acknowledged on the node journal (from offset {bad.base} of partition "
@@ -134,8 +135,8 @@ class NodeJournal:
         """acks=all on a replicated topic: the call's records committed to the leader's table now; answers the
         table version that holds them (for the copy to min.insync.replicas sites)."""
         self.committer.commit_topic(opened)
-        for partition, offset in zip(result.partitions.tolist(), result.offsets.tolist()):
-            if opened.log.log_end_offset(partition) <= offset:
+        for partition in np.unique(result.partitions).tolist():
+            if opened.log.log_end_offset(partition) <= int(result.offsets[result.partitions == partition].max()):
                 raise StorageUnavailable(f"records of {opened.meta.name!r} acknowledged in the journal are not in "
                                          "its leader's table yet; retry")
         return opened.log.version

@@ -23,6 +23,11 @@ class CommitPlan:
     blocked: list[Entry] = field(default_factory=list)
     conflicting: list[Entry] = field(default_factory=list)
 
+    @property
+    def misfit(self) -> Entry | None:
+        """The first entry that cannot be placed at its offsets (above a gap, or over another's records)."""
+        return (self.blocked + self.conflicting)[0] if self.blocked or self.conflicting else None
+
     def bases(self) -> dict[int, int]:
         """The log end offset each committed partition must still have when the commit is made."""
         out: dict[int, int] = {}

@@ -93,8 +93,8 @@ def replay(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic |
             continue
         ends = {i.entry.partition: opened.log.log_end_offset(i.entry.partition) for i in items}
         plan = plan_commit(ends, [i.entry for i in items])
-        if plan.blocked or plan.conflicting:
-            bad = (plan.blocked + plan.conflicting)[0]
+        bad = plan.misfit
+        if bad is not None:
             log.error("journal replay of node %s refused: %s", node, bad)
             raise JournalReplayFailed(
                 f"journal entry {bad} cannot be placed: the table of {topic!r} ends at "

@@ -88,9 +88,8 @@ def _producers_of(items: list[Acknowledged]) -> set[int]:
 
 def _replay_once(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
     ends = {i.entry.partition: opened.log.log_end_offset(i.entry.partition) for i in items}
-    plan = plan_commit(ends, [i.entry for i in items])
-    if plan.blocked or plan.conflicting:
-        bad = (plan.blocked + plan.conflicting)[0]
+    bad = plan_commit(ends, [i.entry for i in items]).misfit
+    if bad is not None:
         log.error("journal replay into %s refused: %s (table ends at %s)", opened.meta.name, bad,
                   ends.get(bad.partition))
         raise JournalReplayFailed(
