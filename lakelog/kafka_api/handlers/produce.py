@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
@@ -24,7 +25,8 @@ from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform import typed_produce
 from lakelog.platform.acl import TopicAuthorizationFailed
-from lakelog.platform.errors import RecordsRefused
+from lakelog.platform.broker import Broker
+from lakelog.platform.errors import LakelogError, RecordsRefused
 from lakelog.platform.records import ProducerBatch
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -32,6 +34,7 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 KAFKA_PRODUCERS = 1 << 61
 PARTITION_BITS = 20
 PRODUCER_ID_BITS = 40
+Outcome = list[Any] | BaseException  # a partition's produce results, or the error that refused them
 
 
 def lakelog_producer_id(kafka_producer_id: int, partition: int) -> int:
@@ -62,11 +65,15 @@ async def produce(context: Context, call: Call) -> ProduceResponse | None:
                    for topic in request.topic_data]
     if request.acks == 0:
         return None
-    responses = []
-    for name, partitions in pending:
-        answered = [await _answer(index, submitted) for index, submitted in partitions]
-        responses.append(TopicResponse(name=name, partition_responses=answered))
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    outcomes = [(name, [(index, await _outcome(submitted)) for index, submitted in partitions])
+                for name, partitions in pending]
+    written = [(name, index) for name, partitions in outcomes for index, outcome in partitions
+               if not isinstance(outcome, BaseException)]
+    starts = await blocking(_log_starts, context.services.broker, written) if written else {}
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        TopicResponse(name=name, partition_responses=[_answer(index, outcome, starts.get((name, index), -1))
+                                                      for index, outcome in partitions])
+        for name, partitions in outcomes])
 
 
 async def _submit(context: Context, topic: str, partition: int, records: bytes | None,
@@ -119,17 +126,36 @@ def _producer(batch: ProducedBatch, partition: int) -> ProducerBatch | None:
                          batch.base_sequence)
 
 
-async def _answer(index: int, submitted: list[Future] | BaseException) -> PartitionResponse:
+async def _outcome(submitted: list[Future] | BaseException) -> Outcome:
+    """The results of a partition's batches, or the error that refused them."""
     try:
         if isinstance(submitted, BaseException):
             raise submitted
-        results = [await asyncio.shield(asyncio.wrap_future(future)) for future in submitted]
+        return [await asyncio.shield(asyncio.wrap_future(future)) for future in submitted]
     except Exception as exc:
-        return PartitionResponse(index=index, error_code=error_code(exc), base_offset=-1, log_append_time_ms=-1,
-                                 log_start_offset=-1, record_errors=_record_errors(exc),
-                                 error_message=error_message(exc))
-    return PartitionResponse(index=index, error_code=0, base_offset=_base_offset(results), log_append_time_ms=-1,
-                             log_start_offset=-1, record_errors=[], error_message=None)
+        return exc
+
+
+def _log_starts(broker: Broker, written: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Each written partition's log start offset, as ListOffsets earliest answers it but as the node already
+    knows it (the log's index and the snapshot's versions: no refresh, so the answer waits for no storage
+    round trip); -1 where it cannot say (the topic deleted meanwhile)."""
+    starts = {}
+    for topic, partition in written:
+        try:
+            starts[(topic, partition)] = broker.topic_log(topic).log_start_offset(partition)
+        except LakelogError:
+            starts[(topic, partition)] = -1
+    return starts
+
+
+def _answer(index: int, outcome: Outcome, log_start_offset: int) -> PartitionResponse:
+    if isinstance(outcome, BaseException):  # Kafka answers -1 for the offsets of a refused partition
+        return PartitionResponse(index=index, error_code=error_code(outcome), base_offset=-1, log_append_time_ms=-1,
+                                 log_start_offset=-1, record_errors=_record_errors(outcome),
+                                 error_message=error_message(outcome))
+    return PartitionResponse(index=index, error_code=0, base_offset=_base_offset(outcome), log_append_time_ms=-1,
+                             log_start_offset=log_start_offset, record_errors=[], error_message=None)
 
 
 def _base_offset(results: list) -> int:  # type: ignore[type-arg]

@@ -1,7 +1,7 @@
 // Produce messages with one KafkaJS producer: node produce.js '{"brokers": [...], "topic": "t",
 // "codec": "none|gzip|snappy", "partitioner": "default|legacy", "idempotent": true,
 // "batches": [[{"key": "k", "value": "v", "headers": {"h": "x"}, "partition": 0}, ...], ...]}'
-// Each batch is one producer.send(); answers {ok, sent: [[{partition, baseOffset}, ...] per batch]}.
+// Each batch is one producer.send(); answers {ok, sent: [[{partition, baseOffset, logStartOffset}, ...] per batch]}.
 'use strict'
 
 const { Partitioners } = require('kafkajs')
@@ -27,7 +27,9 @@ main(async ({ brokers, topic, codec = 'none', partitioner = 'default', idempoten
         compression: CODECS[codec],
         messages: messages.map(m => ({ ...m, value: m.value === null ? null : String(m.value) })),
       })
-      sent.push(metadata.map(m => ({ partition: m.partition, baseOffset: Number(m.baseOffset) })))
+      sent.push(metadata.map(m => ({
+        partition: m.partition, baseOffset: Number(m.baseOffset), logStartOffset: Number(m.logStartOffset),
+      })))
     }
     return { sent }
   } finally {
