@@ -2,8 +2,9 @@
 
 Produce: each batch of a partition's records becomes one `RecordColumns` call (its records keep their
 partition, keys, values, headers and CreateTime timestamps) with the batch's idempotent-producer
-fields. Fetch: a partition's rows become one batch whose base offset is the first row's offset, so
-compacted gaps keep their offsets (offset deltas), compressed with the codec asked for.
+fields. Fetch: a partition's rows become one batch per run of a producer's records, with its producer id,
+epoch and base sequence, whose base offset is the run's first offset, so compacted gaps keep their offsets
+(offset deltas), compressed with the codec asked for.
 
 Produce v0-v2 and Fetch v0-v3 use the older message sets (magic 0 and 1) instead: converted here, at
 the edge, by `legacy_messages.py`, so the log holds the same columns whatever the client spoke.
@@ -22,10 +23,16 @@ from kafka.protocol.api_key import ApiKey
 
 from lakelog.kafka_api import legacy_messages
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
+from lakelog.kafka_api.producer_ids import kafka_producer_id
 from lakelog.kafka_api.protocol import SUPPORTED
 from lakelog.platform.records import RecordColumns
 
 NO_PRODUCER = -1
+# The epoch a fetched batch without a producer carries. Kafka answers the epoch the batch was written with;
+# lakelog keeps no epoch for records without a producer id (it means nothing there: Kafka's own broker ignores
+# it). 0 is what KafkaJS writes and its tests read back; the Java client and librdkafka write -1 and no
+# client reads it.
+NO_EPOCH = 0
 COMPRESSION = {"none": 0, "uncompressed": 0, "producer": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 ZSTD = 4
 FIRST_BATCH_PRODUCE, FIRST_ZSTD_PRODUCE = 3, 7  # Produce versions: v2 batches only; zstd allowed (KIP-110)
@@ -108,8 +115,8 @@ def _produced(batch, partition: int, version: int) -> ProducedBatch:  # type: ig
 
 
 def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2) -> bytes:
-    """`rows` (TOPIC_SCHEMA columns, one partition, offsets ascending) as one v2 batch, or as a message
-    set of magic 0 or 1 for the older Fetch versions."""
+    """`rows` (TOPIC_SCHEMA columns, one partition, offsets ascending) as v2 batches, one per run of a
+    producer's records (`producer_runs`), or as a message set of magic 0 or 1 for the older Fetch versions."""
     if rows.num_rows == 0:
         return b""
     offsets = rows.column("offset").to_pylist()
@@ -119,11 +126,46 @@ def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2) -> bytes:
     if magic < 2:
         return legacy_messages.encode(offsets, timestamps, keys, values, magic, compression)
     headers = rows.column("headers").to_pylist()
-    base = offsets[0]
-    builder = DefaultRecordBatchBuilder(2, compression, 0, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, 1 << 31)
-    for offset, timestamp, key, value, record_headers in zip(offsets, timestamps, keys, values, headers):
-        builder.append(offset - base, timestamp, key, value,
-                       [(h["key"], h["value"]) for h in record_headers] if record_headers else [])
-    batch = builder.build()
-    struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC
-    return bytes(batch)
+    batches = []
+    for start, end, producer in producer_runs(rows):
+        builder = DefaultRecordBatchBuilder(2, compression, 0, *producer, 1 << 31)
+        base = offsets[start]
+        for i in range(start, end):
+            builder.append(offsets[i] - base, timestamps[i], keys[i], values[i],
+                           [(h["key"], h["value"]) for h in headers[i]] if headers[i] else [])
+        batch = builder.build()
+        struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC
+        batches.append(bytes(batch))
+    return b"".join(batches)
+
+
+def producer_runs(rows: pa.Table) -> list[tuple[int, int, tuple[int, int, int]]]:
+    """(start, end, (producer id, epoch, base sequence)) of each run of rows one batch can carry: a producer's
+    records in sequence, as Kafka id and epoch (producer_ids.py), or records without a producer (-1, NO_EPOCH,
+    -1). A Kafka batch names one producer, and a record's sequence is its batch's first plus its offset delta
+    (whatever compaction removed between). Rows without the producer columns have no producer."""
+    n = rows.num_rows
+    if "producer_id" not in rows.column_names:
+        return [(0, n, (NO_PRODUCER, NO_EPOCH, NO_PRODUCER))]
+    ids = rows.column("producer_id").to_pylist()
+    epochs = rows.column("producer_epoch").to_pylist()
+    sequences = rows.column("sequence").to_pylist()
+    partitions = rows.column("partition").to_pylist()
+    fields = []
+    for stored, epoch, sequence, partition in zip(ids, epochs, sequences, partitions):
+        kafka_id = None if stored is None else kafka_producer_id(stored, partition)
+        fields.append((NO_PRODUCER, NO_EPOCH, NO_PRODUCER) if kafka_id is None or epoch is None or sequence is None
+                      else (kafka_id, epoch, sequence))
+    offsets = rows.column("offset").to_pylist()
+    runs, start = [], 0
+    for i in range(1, n + 1):
+        if i == n or not _same_run(fields[i - 1], fields[i], offsets[i] - offsets[i - 1]):
+            runs.append((start, i, fields[start]))
+            start = i
+    return runs
+
+
+def _same_run(previous: tuple[int, int, int], current: tuple[int, int, int], offset_delta: int) -> bool:
+    if previous[:2] != current[:2]:
+        return False
+    return previous[0] == NO_PRODUCER or current[2] - previous[2] == offset_delta

@@ -1,9 +1,7 @@
 """Produce and InitProducerId: Kafka's idempotent producer on lakelog's.
 
-Kafka numbers an idempotent producer's batches per partition; lakelog numbers a producer's calls per
-topic. Each (Kafka producer id, partition) is therefore its own lakelog producer id, in a range of its
-own (from 2^61; HTTP producers choose ids below it), and the per-partition rule is kept exactly.
-Producer ids are drawn at random from 2^40 (no coordination between nodes; Kafka's non-transactional
+Each (Kafka producer id, partition) is its own lakelog producer id (producer_ids.py), so Kafka's
+per-partition sequence rule is kept exactly. Producer ids are drawn at random from 2^40 (no coordination between nodes; Kafka's non-transactional
 InitProducerId promises a fresh id, not a sequence).
 """
 
@@ -21,6 +19,7 @@ from lakelog.kafka_api.batches import ProducedBatch, decode_produce
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import error_code, error_message
 from lakelog.kafka_api.handlers import offsets_topic, transactions
+from lakelog.kafka_api.producer_ids import lakelog_producer_id
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform import typed_produce
@@ -31,14 +30,8 @@ from lakelog.platform.records import ProducerBatch
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
-KAFKA_PRODUCERS = 1 << 61
-PARTITION_BITS = 20
 PRODUCER_ID_BITS = 40
 Outcome = list[Any] | BaseException  # a partition's produce results, or the error that refused them
-
-
-def lakelog_producer_id(kafka_producer_id: int, partition: int) -> int:
-    return KAFKA_PRODUCERS + (kafka_producer_id << PARTITION_BITS) + partition
 
 
 async def init_producer_id(context: Context, call: Call) -> InitProducerIdResponse:

@@ -21,7 +21,7 @@ from lakelog.compaction.delete_records import delete_topic_records
 from lakelog.kafka_api import nodes
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code, error_message
-from lakelog.kafka_api.handlers.produce import KAFKA_PRODUCERS, PARTITION_BITS
+from lakelog.kafka_api.producer_ids import kafka_producer_id
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import CLUSTER, TopicAuthorizationFailed
@@ -29,7 +29,6 @@ from lakelog.platform.broker import Broker
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.producer_listing import ActiveProducer, partition_producers
-from lakelog.platform.records import IDEMPOTENCY_BASE
 from lakelog.platform.storage import Storage
 
 DeletedTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
@@ -142,19 +141,6 @@ async def _producers(context: Context, topic: str, partition: int) -> ProducersP
 def _partition_producers(broker: Broker, topic: str, partition: int) -> list[ActiveProducer]:
     broker.list_offset(topic, partition, "latest")  # checks the partition, and catches the log up
     return partition_producers(broker.topic_log(topic), partition, now_ms())
-
-
-def kafka_producer_id(producer_id: int, partition: int) -> int | None:
-    """The id a Kafka client knows a lakelog producer by: its own id for a Kafka producer of this partition,
-    lakelog's id for an HTTP producer; None for the ids of Idempotency-Key retries (not producers)."""
-    if producer_id >= IDEMPOTENCY_BASE:
-        return None
-    if producer_id >= KAFKA_PRODUCERS:
-        offset = producer_id - KAFKA_PRODUCERS
-        if offset & ((1 << PARTITION_BITS) - 1) != partition:
-            return None
-        return offset >> PARTITION_BITS
-    return producer_id
 
 
 def _state(producer: ActiveProducer, partition: int) -> Any:

@@ -12,8 +12,7 @@ from aiokafka.record.memory_records import MemoryRecords
 from lakelog.kafka_api.handlers.admin import BOOLEAN, CONFIG_TYPES, STRING, config_entries
 from lakelog.kafka_api.handlers.alter_configs import replaced_config
 from lakelog.kafka_api.handlers.offsets_topic import MAX_DELTA, encode_batches
-from lakelog.kafka_api.handlers.produce import lakelog_producer_id
-from lakelog.kafka_api.handlers.records_admin import kafka_producer_id
+from lakelog.kafka_api.producer_ids import kafka_producer_id, lakelog_producer_id
 from lakelog.platform.errors import InvalidConfig, InvalidRequest
 from lakelog.platform.groups.offsets_topic_log import BATCH_SCHEMA
 from lakelog.platform.records import IDEMPOTENCY_BASE

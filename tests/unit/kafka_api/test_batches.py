@@ -7,9 +7,12 @@ import pyarrow as pa
 import pytest
 from kafka import codec as kafka_codecs
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
-from lakelog.kafka_api.batches import decode_produce, encode_fetch
+from lakelog.kafka_api.batches import NO_EPOCH, decode_produce, encode_fetch
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
+from lakelog.kafka_api.producer_ids import lakelog_producer_id
+from lakelog.platform.records import IDEMPOTENCY_BASE
 from lakelog.schemas import TOPIC_SCHEMA
 
 
@@ -79,6 +82,47 @@ def test_fetched_rows_read_back_with_their_offsets(codec: int) -> None:
 
 def test_nothing_to_fetch_is_no_batch() -> None:
     assert encode_fetch(rows([])) == b""
+
+
+def with_producers(offsets: list[int], producers: list[tuple[int | None, int | None, int | None]]) -> pa.Table:
+    table = rows(offsets)
+    for name, column in zip(("producer_id", "producer_epoch", "sequence"), zip(*producers)):
+        table = table.append_column(TOPIC_SCHEMA.field(name), pa.array(column, TOPIC_SCHEMA.field(name).type))
+    return table
+
+
+def fetched_batches(data: bytes) -> list[tuple[int, int, int, int, list[int]]]:
+    """(producer id, epoch, base sequence, base offset, offsets) of each batch, as kafka-python reads them."""
+    found, records = [], MemoryRecords(data)
+    while (batch := records.next_batch()) is not None:
+        assert batch.validate_crc()
+        found.append((batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
+                      [r.offset for r in batch]))
+    return found
+
+
+def test_fetched_batches_carry_each_producers_id_epoch_and_sequences() -> None:
+    a, b = lakelog_producer_id(7, 0), lakelog_producer_id(8, 0)
+    producers = [(a, 0, 0), (a, 0, 1), (a, 0, 3),  # 10, 11, 13: compaction removed 12 (sequence 2) too
+                 (None, None, None), (None, None, None),  # 14, 15: no producer
+                 (b, 2, 5),  # 16: another producer
+                 (a, 1, 0),  # 17: the first one again, its epoch bumped: sequences start over
+                 (55, 3, 9),  # 18: an HTTP producer, known to Kafka clients by lakelog's own id
+                 (IDEMPOTENCY_BASE + 1, 0, 0)]  # 19: an Idempotency-Key retry is no producer
+    data = encode_fetch(with_producers([10, 11, 13, 14, 15, 16, 17, 18, 19], producers))
+    assert fetched_batches(data) == [(7, 0, 0, 10, [10, 11, 13]), (-1, NO_EPOCH, -1, 14, [14, 15]),
+                                     (8, 2, 5, 16, [16]), (7, 1, 0, 17, [17]), (55, 3, 9, 18, [18]),
+                                     (-1, NO_EPOCH, -1, 19, [19])]
+
+
+def test_a_sequence_that_breaks_off_starts_another_batch() -> None:
+    a = lakelog_producer_id(7, 0)
+    data = encode_fetch(with_producers([0, 1, 2], [(a, 0, 0), (a, 0, 1), (a, 0, 40)]))
+    assert fetched_batches(data) == [(7, 0, 0, 0, [0, 1]), (7, 0, 40, 2, [2])]
+
+
+def test_rows_without_producer_columns_are_one_batch_without_a_producer() -> None:
+    assert fetched_batches(encode_fetch(rows([3, 4]))) == [(-1, NO_EPOCH, -1, 3, [3, 4])]
 
 
 def test_zstd_batches_need_produce_v7_as_in_kafka() -> None:
