@@ -70,6 +70,16 @@ def validate_topic_name(name: Any) -> str:
     return name
 
 
+def missing_topic(name: Any) -> LakelogError:
+    """The error for a name no topic has: InvalidTopic for a name no topic can have (Kafka's
+    INVALID_TOPIC_EXCEPTION, which a client takes as final), else UnknownTopicOrPartition."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopic as exc:
+        return exc
+    return UnknownTopicOrPartition(f"unknown topic {name!r}")
+
+
 def validate_partitions(partitions: Any) -> int:
     if isinstance(partitions, bool) or not isinstance(partitions, int):
         raise InvalidPartitions(f"partitions must be an integer, got {partitions!r}")
@@ -136,11 +146,14 @@ class Catalog:
     def get(self, name: str, refresh: bool = True) -> TopicMeta:
         with self._lock:
             meta = self._topics.get(name)
-            if meta is None and refresh:
+            if meta is not None:
+                return meta
+            missing = missing_topic(name)
+            if refresh and isinstance(missing, UnknownTopicOrPartition):  # an illegal name is in no catalog
                 self.refresh()
                 meta = self._topics.get(name)
         if meta is None:
-            raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+            raise missing
         return meta
 
     # ---- changes ----------------------------------------------------------

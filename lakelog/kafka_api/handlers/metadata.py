@@ -13,7 +13,7 @@ from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.handlers.cluster import cluster_operations  # v8-v10 answer them (librdkafka asks)
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.errors import UnknownTopicOrPartition
+from lakelog.platform.catalog import missing_topic
 
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
@@ -49,7 +49,7 @@ def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyp
     if meta is None and offsets_topic.is_offsets_topic(name):
         return offsets_topic.metadata_topic(context)
     if meta is None:
-        return Topic(error_code=error_code(UnknownTopicOrPartition(name)), name=name, is_internal=False,
+        return Topic(error_code=error_code(missing_topic(name)), name=name, is_internal=False,
                      partitions=[])
     leader = nodes.leader(context, name).broker_id
     partitions = [Partition(error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
