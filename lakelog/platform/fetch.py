@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from lakelog.platform.log import TopicLog
 from lakelog.platform.log.read import limit_bytes
-from lakelog.platform.records import FetchResult, record_sizes
+from lakelog.platform.records import FetchResult, Marker, record_sizes
 from lakelog.platform.replication.manager import ReplicaManager
 from lakelog.schemas import TOPIC_SCHEMA
 
@@ -72,9 +72,10 @@ class Fetcher:
                 table = table.filter(pc.less(table.column("offset"), stable))
             remaining = deadline - time.monotonic()
             enough = table.num_rows > 0 and (min_bytes <= 1 or _payload_bytes(table) >= min_bytes)
-            if enough or remaining <= 0 or closed():
+            skip_to = topic_log.gap_end(partition, offset, stable) if not table.num_rows and offset < stable else offset
+            if enough or skip_to > offset or remaining <= 0 or closed():
                 return FetchResult(topic, partition, table, topic_log.log_start_offset(partition), high_watermark,
-                                   stable)
+                                   stable, *_skipped(topic_log, partition, offset, skip_to))
             with self.committed:
                 self.committed.wait(min(remaining, self.interval_s))
 
@@ -150,6 +151,14 @@ class Fetcher:
             replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore
         replica.maybe_refresh(self.interval_s)
         return replica
+
+
+def _skipped(topic_log: TopicLog, partition: int, offset: int, skip_to: int) -> tuple[int | None, Marker | None]:
+    """A fetch that found no record from `offset` up to `skip_to`: where its reader continues, and the
+    transaction marker it passes last (Kafka answers that control batch, which moves a consumer on)."""
+    if skip_to <= offset:
+        return None, None
+    return skip_to, topic_log.marker_at(partition, skip_to - 1)
 
 
 def _payload_bytes(table: pa.Table) -> int:

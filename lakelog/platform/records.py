@@ -126,6 +126,16 @@ class ConsumerRecord:
 
 
 @dataclass(frozen=True)
+class Marker:
+    """A transaction's control record at `offset` (Kafka's commit or abort marker): its producer, and
+    whether it committed. The table holds no row for it, only an empty file covering its offset."""
+
+    offset: int
+    producer_id: int
+    commit: bool
+
+
+@dataclass(frozen=True)
 class FetchResult:
     topic: str
     partition: int
@@ -133,12 +143,16 @@ class FetchResult:
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int = -1  # below it no transaction is open (-1: not asked, the high watermark)
+    # Nothing returned, and the offsets from the fetch's up to `skip_to` hold no record (a transaction's
+    # marker, an aborted range): where the reader continues. `marker`: the one at `skip_to` - 1, if any.
+    skip_to: int | None = None
+    marker: Marker | None = None
 
     @property
     def next_offset(self) -> int | None:
-        """Where the next fetch continues; None when nothing was returned."""
+        """Where the next fetch continues; None when nothing was returned (nor skipped)."""
         if self.records.num_rows == 0:
-            return None
+            return self.skip_to
         return int(self.records.column("offset")[-1].as_py()) + 1
 
     def __iter__(self) -> Iterator[ConsumerRecord]:

@@ -87,7 +87,7 @@ def test_a_transaction_across_topics_led_by_both_nodes(tmp_path: Path, journal: 
 
         wait_until(read, STUCK_S, lambda: f"{len(got)} of {len(TOPICS)} committed records")
         consumer.close()
-        assert sorted(got) == [(topic, 1, topic.encode()) for topic in TOPICS]  # offset 0 was aborted
+        assert sorted(got) == [(topic, 2, topic.encode()) for topic in TOPICS]  # 0 was aborted, 1 its marker
         for topic in TOPICS:
-            assert aborted_ranges(root, topic) == {0: {0}}
+            assert aborted_ranges(root, topic) == {0: {0, 1, 3}}  # the aborted record and the two markers
             assert_topic_intact(root, topic)

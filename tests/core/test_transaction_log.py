@@ -2,7 +2,8 @@
 
 Against a real broker on a local root: a reservation takes offsets without writing records, fetches stop
 at the oldest open transaction (the last stable offset), a commit fills the records in at their reserved
-offsets, an abort leaves an empty placeholder (its offsets never reused), a late batch of an ended
+offsets, an abort leaves an empty placeholder (its offsets never reused), each end takes one more offset
+for its marker (an empty file too, as Kafka's control batch takes an offset), a late batch of an ended
 transaction is refused, fills are done once, and a restarted node knows all of it from the table alone.
 Every test ends with the offset scan and DuckDB's independent read.
 """
@@ -18,6 +19,7 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.log import TopicLog
 from lakelog.platform.reader import TopicReader
+from lakelog.platform.records import Marker
 from lakelog.platform.log.reservations import StagedBatch, TransactionEnded
 from lakelog.platform.segment import TableLayout
 from lakelog.schemas import TOPIC_FILE_SCHEMA
@@ -82,24 +84,30 @@ def test_commit_and_abort_fill_the_reserved_offsets(tmp_path, layout: int) -> No
 
         xyz = StagedBatch(0, 3, lambda: staged([b"x", b"y", b"z"], -1))  # offsets are set by the fill
         never_reserved = StagedBatch(1, 1, lambda: staged([b"never acknowledged"], -1))
-        assert log.fill(0, 7, 1, [xyz, never_reserved], deadline(), 70)
-        assert not log.fill(0, 7, 1, [xyz], deadline(), 70)  # once
+        assert log.fill(0, 7, 1, [xyz, never_reserved], deadline(), 70, True)
+        assert not log.fill(0, 7, 1, [xyz], deadline(), 70, True)  # once
+        assert log.log_end_offset(0) == 9  # the commit marker at 8
         assert log.last_stable_offset(0) == 6  # producer 8's transaction is still open
         assert fetched(broker) == [b"a", b"b", b"x", b"y", b"z", b"c"]
         with pytest.raises(TransactionEnded):
             log.reserve(0, 1, 7, 1, 5, deadline())  # a late batch of the ended transaction
 
-        assert log.fill(0, 8, 1, [StagedBatch(0, 2, None)], deadline(), 80)  # abort
-        assert log.last_stable_offset(0) == log.log_end_offset(0) == 8
+        assert log.fill(0, 8, 1, [StagedBatch(0, 2, None)], deadline(), 80, False)  # abort
+        assert log.last_stable_offset(0) == log.log_end_offset(0) == 10  # its marker at 9
+        assert [log.marker_at(0, o) for o in (7, 8, 9)] == [Marker(7, 80, False), Marker(8, 70, True),
+                                                            Marker(9, 80, False)]
+        skipped = broker.fetch("t", 0, 6, 100)
+        assert skipped.records.num_rows == 0 and skipped.skip_to == 10  # one answer moves past them all
+        assert skipped.marker == Marker(9, 80, False)  # the last one passed, for Kafka's control batch
         broker.produce("t", [Record(b"d")])
-        assert fetched(broker, 6) == [b"d"]  # the aborted offsets are skipped, not reused
+        assert fetched(broker, 6) == [b"d"]  # the aborted offsets and the markers are skipped, not reused
         assert fetched(broker) == [b"a", b"b", b"x", b"y", b"z", b"c", b"d"]
     assert table_values(root) == [b"a", b"b", b"x", b"y", b"z", b"c", b"d"]
-    assert aborted_ranges(root, "t") == {0: {6, 7}}
+    assert aborted_ranges(root, "t") == {0: {6, 7, 8, 9}}
     assert_topic_intact(root, "t")
     assert_duckdb_agrees(root, "t")
     with Broker(root=root) as again:  # everything known from the table alone
-        assert again.topic_log("t").last_stable_offset(0) == 9
+        assert again.topic_log("t").last_stable_offset(0) == 11
         assert fetched(again) == [b"a", b"b", b"x", b"y", b"z", b"c", b"d"]
 
 
@@ -116,7 +124,7 @@ def test_an_open_transaction_survives_a_restart_and_holds_back_the_log(tmp_path)
         log = again.topic_log("t")
         assert (log.log_start_offset(0), log.last_stable_offset(0)) == (0, 0)  # not 2: nothing skipped
         assert fetched(again) == []
-        log.fill(0, 9, 3, [StagedBatch(0, 2, lambda: staged([b"p", b"q"], 0, 9))], Deadline.after_ms(LONG), 90)
+        log.fill(0, 9, 3, [StagedBatch(0, 2, lambda: staged([b"p", b"q"], 0, 9))], Deadline.after_ms(LONG), 90, True)
         assert fetched(again) == [b"p", b"q", b"later"]
     assert_topic_intact(root, "t")
     assert_duckdb_agrees(root, "t")

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from lakelog.platform import Broker, Record
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.log.reservations import StagedBatch
+from lakelog.platform.records import Marker
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 from log_check import assert_topic_intact
 
@@ -85,7 +86,10 @@ class LogModel(RuleBasedStateMachine):
             return
         staged = [StagedBatch(seq, len(values), (lambda values=values: batch_table(values)) if commit else None)
                   for seq, _, values in batches]
-        assert self.log.fill(0, producer, self.number[producer], staged, Deadline.after_ms(30_000), producer)
+        marker = self.log.log_end_offset(0)
+        assert self.log.fill(0, producer, self.number[producer], staged, Deadline.after_ms(30_000), producer, commit)
+        assert self.log.log_end_offset(0) == marker + 1  # the marker's offset, taken at the log end
+        assert self.log.marker_at(0, marker) == Marker(marker, producer, commit)
         if commit:
             for _, first, values in batches:
                 self.committed.update({first + i: v for i, v in enumerate(values)})

@@ -113,11 +113,11 @@ def test_an_ongoing_transaction_left_by_a_dead_node_is_aborted_at_its_timeout(tm
             until(lambda: txns.describe("short").state is TxnState.COMPLETE_ABORT, "the timeout abort")
             assert txns.describe("short").producer_epoch == txn.producer_epoch + 1  # the producer is fenced
             broker.topic_log("a").refresh()
-            assert values(broker, "a") == [] and broker.topic_log("a").last_stable_offset(0) == 1
+            assert values(broker, "a") == [] and broker.topic_log("a").last_stable_offset(0) == 2  # and its marker
         finally:
             txns.close()
             groups.close()
-    assert aborted_ranges(root, "a") == {0: {0}}
+    assert aborted_ranges(root, "a") == {0: {0, 1}}
     assert_topic_intact(root, "a")
     assert_duckdb_agrees(root, "a")
 

@@ -45,5 +45,6 @@ def test_http_fetch_reads_committed_records_up_to_the_last_stable_offset(start_s
                 break
             values += [r["value"] for r in answer["records"]]
             offset = answer["next_offset"]
-        assert values == ["before", "pending", "after"] and answer["last_stable_offset"] == 3
+        assert values == ["before", "pending", "after"] and answer["last_stable_offset"] == 4  # 3: the marker
+        assert offset == 3 and answer["next_offset"] == 4  # an answer without records moves past the marker
     assert_topic_intact(server.root, "mixed")

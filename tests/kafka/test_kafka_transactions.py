@@ -131,7 +131,9 @@ def test_abort_one_commit_another_across_two_topics_with_the_group_offsets(start
 
     got = read_committed(server.bootstrap, ["out-a", "out-b"], "checker", 10)
     assert [v for _, _, v in got] == sorted([b"a-" + v for v in inputs] + [b"b-" + v for v in inputs])
-    assert [o for t, o, _ in got if t == "out-a"] == list(range(5, 10))  # the aborted offsets 0-4 are not reused
+    # As in Kafka: the aborted offsets 0-4 are not reused, and each transaction's marker takes an offset (5, 11)
+    assert [o for t, o, _ in got if t == "out-a"] == list(range(6, 11))
+    assert watermarks(server.bootstrap, "out-a", "read_committed") == (0, 12)
 
     committed = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "etl"}).committed(
         [TopicPartition("in", 0)], STUCK_S)
@@ -139,7 +141,7 @@ def test_abort_one_commit_another_across_two_topics_with_the_group_offsets(start
 
     for topic, prefix in (("out-a", b"a-"), ("out-b", b"b-")):
         assert table_values(server.root, topic) == [prefix + v for v in inputs]  # no aborted record
-        assert aborted_ranges(server.root, topic) == {0: set(range(5))}
+        assert aborted_ranges(server.root, topic) == {0: {*range(6), 11}}  # the aborted records and both markers
         assert_topic_intact(server.root, topic)
         rows = assert_duckdb_agrees(server.root, topic)
         assert not any(value.startswith(b"aborted-") for _, _, _, value in rows)
@@ -167,7 +169,7 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(start
 
     assert [v for _, _, v in read_committed(server.bootstrap, ["fenced"], "g", 1)] == [b"successor"]
     assert table_values(server.root, "fenced") == [b"successor"]
-    assert aborted_ranges(server.root, "fenced") == {0: {0}}
+    assert aborted_ranges(server.root, "fenced") == {0: {0, 1, 3}}  # the zombie's record, and the two markers
     assert_topic_intact(server.root, "fenced")
     assert_duckdb_agrees(server.root, "fenced")
 
@@ -182,8 +184,8 @@ def test_a_transaction_gone_quiet_is_aborted_at_its_timeout(start_server) -> Non
     deadline = time.monotonic() + STUCK_S
     while not aborted_ranges(server.root, "quiet") and time.monotonic() < deadline:
         time.sleep(0.2)  # the coordinator's reaper aborts it (and bumps the epoch)
-    assert aborted_ranges(server.root, "quiet") == {0: {0}}
-    assert position_after_reading(server.bootstrap, "quiet") == 1  # past the aborted offset, at the log end
+    assert aborted_ranges(server.root, "quiet") == {0: {0, 1}}  # the aborted record and its marker
+    assert position_after_reading(server.bootstrap, "quiet") == 2  # past the aborted offset and the marker: the log end
     with pytest.raises(KafkaException):
         producer.commit_transaction(STUCK_S)  # fenced: its epoch was bumped by the abort
 
@@ -233,7 +235,7 @@ def test_kafka_python_and_aiokafka_transactional_producers(start_server) -> None
 
     asyncio.run(aio())
     got = read_committed(server.bootstrap, ["kp", "aio"], "both", 2)
-    assert got == [("aio", 0, b"aio-committed"), ("kp", 1, b"kp-committed")]
+    assert got == [("aio", 0, b"aio-committed"), ("kp", 2, b"kp-committed")]  # kp: the abort marker at 1
     for topic in ("kp", "aio"):
         assert_topic_intact(server.root, topic)
         assert not any(b"aborted" in (v or b"") for v in table_values(server.root, topic))

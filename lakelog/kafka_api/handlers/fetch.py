@@ -8,8 +8,9 @@ client to send full requests (KIP-227 allows it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
@@ -29,6 +30,7 @@ PartitionData = TopicData.PartitionData
 OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 OffsetsPartition = OffsetsTopic.ListOffsetsPartitionResponse
 MAX_RECORDS = 1_000_000  # the byte limits govern; this only bounds one read
+RECORD_OVERHEAD = 16  # a v2 record's attributes, varint deltas and lengths, about (a batch adds 61 bytes)
 LATEST, EARLIEST, EARLIEST_LOCAL = -1, -2, -4  # -4 (v8+, KIP-405): all of lakelog's log is "local"
 FIRST_ZSTD_FETCH = 10  # KIP-110: older consumers cannot read zstd
 
@@ -58,7 +60,6 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
     found = await blocking(read_partitions, services.broker, wanted, request.max_bytes or 2**31 - 1,
                            max(request.min_bytes, 1), wait_ms)
     found.update(await offsets_topic.fetch_partitions(context, internal, 0 if wanted else wait_ms, call.version))
-    markers = await _aborted_markers(services.broker, wanted, found)
     read_committed = call.version >= 4 and request.isolation_level == 1
     responses: dict[str, list[PartitionData]] = {}
     magic = fetch_magic(call.version)  # v0-v3 read message sets of magic 0 or 1
@@ -69,8 +70,7 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
         for p in topic.partitions:
             key = (topic.topic, p.partition)
             responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
-                                                                    compression, magic, markers.get(key),
-                                                                    read_committed))
+                                                                    compression, magic, read_committed))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
                          responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
 
@@ -83,33 +83,19 @@ def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
         return 0
 
 
-async def _aborted_markers(broker: Broker, wanted: list[Wanted], found: dict) -> dict:  # type: ignore[type-arg]
-    """For each partition answered nothing below its last stable offset: the aborted transaction whose
-    offsets (without records) it stopped in, answered with its abort marker so the consumer moves on."""
-    stuck = [w for w in wanted if isinstance(result := found.get((w.topic, w.partition)), FetchResult)
-             and result.records.num_rows == 0 and w.offset < result.last_stable_offset]
-    markers = {}
-    for want in stuck:
-        aborted = await blocking(transactions.aborted_at, broker, want.topic, want.partition, want.offset)
-        if aborted is not None:
-            markers[(want.topic, want.partition)] = aborted
-    return markers
-
-
 def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
-               compression: int, magic: int, aborted: tuple[int, int, int] | None = None,
-               read_committed: bool = False) -> PartitionData:
+               compression: int, magic: int, read_committed: bool = False) -> PartitionData:
     if isinstance(result, PartitionData):  # __consumer_offsets: answered whole
         return result
     if isinstance(result, FetchResult):
         stable = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
         records = encode_fetch(result.records, compression, magic)
         listed = []
-        if aborted is not None and magic == 2:
-            producer_id, first, last = aborted
-            records = transactions.abort_marker(last, producer_id)
-            if read_committed:
-                listed = [PartitionData.AbortedTransaction(producer_id=producer_id, first_offset=first)]
+        if result.skip_to is not None and magic == 2:  # offsets without records: their last marker moves it on
+            marker = result.marker
+            records = transactions.marker_batch(marker, result.skip_to - 1)
+            if read_committed and marker is not None and not marker.commit:
+                listed = [PartitionData.AbortedTransaction(producer_id=marker.producer_id, first_offset=marker.offset)]
         return PartitionData(partition_index=index, error_code=0, high_watermark=result.high_watermark,
                              last_stable_offset=stable, log_start_offset=result.log_start_offset,
                              aborted_transactions=listed, preferred_read_replica=-1, records=records)
@@ -121,31 +107,46 @@ def _partition(index: int, result: FetchResult | LakelogError | None, refused: i
 
 def read_partitions(broker: Broker, wanted: list[Wanted], max_bytes: int, min_bytes: int,
                     max_wait_ms: int) -> dict[tuple[str, int], FetchResult | LakelogError]:
-    """Each partition from its offset, within its own and the request's byte limits (the first partition
-    with records always gets at least one, as in Kafka); waits for min_bytes up to max_wait_ms."""
+    """Each partition from its offset, within its own and the request's byte limits: the first partition
+    with records always gets at least one, as in Kafka, and a later one only what fits in what is left of
+    `max_bytes`; waits for min_bytes up to max_wait_ms (a partition moved past offsets without records
+    answers at once)."""
     deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
     wait_s = broker.settings.refresh_interval_ms / 1000
     while True:
         found: dict[tuple[str, int], FetchResult | LakelogError] = {}
         total = 0
         for want in wanted:
-            budget = max(min(want.max_bytes, max_bytes - total), 1)
+            budget = min(want.max_bytes, max_bytes - total)
             try:
-                result = broker.fetch(want.topic, want.partition, want.offset, MAX_RECORDS, budget)
+                result = broker.fetch(want.topic, want.partition, want.offset, MAX_RECORDS, max(budget, 1))
             except LakelogError as exc:
                 found[(want.topic, want.partition)] = exc
                 continue
+            if total:  # not the first partition with records: nothing past the request's limit
+                result = replace(result, records=within(result.records, budget))
             found[(want.topic, want.partition)] = result
             total += _bytes(result.records)
         remaining = deadline - time.monotonic()
         failed = any(isinstance(r, LakelogError) for r in found.values())
-        if total >= min_bytes or remaining <= 0 or failed or not wanted:
+        moved = any(isinstance(r, FetchResult) and r.skip_to is not None for r in found.values())
+        if total >= min_bytes or moved or remaining <= 0 or failed or not wanted:
             return found
         broker.wait_for_commit(min(remaining, wait_s))
 
 
+def within(records: pa.Table, budget: int) -> pa.Table:
+    """The records from the first whose encoded size (estimated: `_bytes`) fits in `budget`, none when
+    the first does not."""
+    if not records.num_rows:
+        return records
+    sizes = pc.add(record_sizes(records), RECORD_OVERHEAD).to_numpy(zero_copy_only=False)
+    return records.slice(0, int(np.searchsorted(np.cumsum(sizes), budget, side="right")))
+
+
 def _bytes(table: pa.Table) -> int:
-    return int(pc.sum(record_sizes(table)).as_py() or 0) if table.num_rows else 0
+    """A record batch's size on the wire, estimated: keys, values and headers, and each record's framing."""
+    return int(pc.sum(record_sizes(table)).as_py() or 0) + RECORD_OVERHEAD * table.num_rows if table.num_rows else 0
 
 
 async def list_offsets(context: Context, call: Call) -> ListOffsetsResponse:

@@ -31,10 +31,9 @@ from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError, error_code
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.broker import Broker
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import LakelogError
-from lakelog.platform.records import ProducerBatch, Stamp, columns_to_table, stamp, validate_records
+from lakelog.platform.records import Marker, ProducerBatch, Stamp, columns_to_table, stamp, validate_records
 from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnState
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -252,10 +251,9 @@ async def produce(context: Context, transactional_id: str | None, topic: str, pa
     return futures
 
 
-# ---- fetch: aborted ranges ---------------------------------------------------------------------------
+# ---- fetch: transaction markers ---------------------------------------------------------------------
 
-ABORT_MARKER_KEY = struct.pack(">hh", 0, 0)  # control record key: version 0, type 0 (abort)
-ABORT_MARKER_VALUE = struct.pack(">hi", 0, 0)  # version 0, coordinator epoch
+CONTROL_VALUE = struct.pack(">hi", 0, 0)  # version 0, coordinator epoch
 
 
 class _ControlBatchBuilder(DefaultRecordBatchBuilder):
@@ -263,22 +261,13 @@ class _ControlBatchBuilder(DefaultRecordBatchBuilder):
         return super()._get_attributes(include_compression_type) | self.CONTROL_MASK
 
 
-def abort_marker(offset: int, producer_id: int) -> bytes:
-    """A transaction's abort marker at `offset` (a control batch, as Kafka's coordinator writes one): every
-    Kafka consumer skips it and continues after it, so a consumer whose answer would end in an aborted
-    range (offsets without records) moves past it."""
+def marker_batch(marker: Marker | None, offset: int) -> bytes:
+    """The control batch at `offset` (a transactional one, as Kafka's coordinator writes it): the table's
+    marker there, else, for offsets another cause left empty, a commit marker of no producer. Every Kafka
+    consumer skips a control batch and continues after it."""
+    producer_id, commit = (marker.producer_id, marker.commit) if marker is not None else (-1, True)
     builder = _ControlBatchBuilder(2, 0, True, producer_id, 0, -1, 1 << 20)
-    builder.append(0, now_ms(), ABORT_MARKER_KEY, ABORT_MARKER_VALUE, [])
+    builder.append(0, now_ms(), struct.pack(">hh", 0, 1 if commit else 0), CONTROL_VALUE, [])  # key: version, type
     batch = builder.build()
     struct.pack_into(">q", batch, 0, offset)  # the base offset is outside the CRC
     return bytes(batch)
-
-
-def aborted_at(broker: Broker, topic: str, partition: int, offset: int) -> tuple[int, int, int] | None:
-    """(producer id, first, last offset) of the aborted transaction's placeholder holding `offset`: an empty
-    file whose statistics name a producer (log/reservations.py); None when there is none."""
-    for segment in broker.topic_log(topic).segments(partition):
-        if (segment.num_records == 0 and segment.min_producer_id is not None
-                and segment.min_offset <= offset <= segment.max_offset):
-            return int(segment.min_producer_id), segment.min_offset, segment.max_offset
-    return None

@@ -57,6 +57,24 @@ class Reads:
             table = limit_bytes(table, max_bytes)
         return _with_partition(table, partition)
 
+    def gap_end(self, partition: int, offset: int, stable: int) -> int:
+        """Where the run of offsets from `offset` that hold no record ends, below `stable`: a reader that got
+        nothing there continues at it (past a transaction's marker, an aborted range, or what compaction
+        left empty at a file's end). `offset` itself when a record, or no indexed file, is there: only files
+        the index names, read or known empty, are passed."""
+        with self._lock:
+            files = list(self._index.partition(partition).files_from(offset))
+        at = offset
+        for segment in files:
+            if segment.min_offset > at or at >= stable:
+                break
+            if segment.num_records:
+                table = self._read_segment(segment, at)
+                if table is None or table.num_rows:
+                    break
+            at = segment.max_offset + 1
+        return min(at, stable)
+
     def _served(self, partition: int) -> None:
         """Raise DataChangedOutside when another writer changed the partition's records outside lakelog: no
         offset it holds beyond the log end, nor any change found at a load (outside_commits.py)."""

@@ -5,7 +5,10 @@ batch's records (their offsets are taken, never reused) and `lakelog.txn.<pid>.<
 where they start, so a retried batch is answered the same offsets. A *fill* ends a transaction in a
 partition: the staged records as a data file at their reserved offsets (commit), or one empty placeholder
 file whose statistics cover each range (abort), with `lakelog.txnend.<pid>.<p>` set to the transaction's
-number `n`: a reservation of a transaction that ended there is refused, and a fill is done once.
+number `n`: a reservation of a transaction that ended there is refused, and a fill is done once. The fill
+also takes the next offset for the transaction's *marker*, as Kafka's coordinator writes a control batch
+at its own offset: an empty file covering that one offset, named after its kind (`marker_kind`), so the
+offsets match Kafka's (high watermark, lag) while Delta readers see only records.
 `lakelog.open.<p>` is the first offset of the oldest unfilled reservation + 1 (0: none): the partition's
 last stable offset, kept in the snapshot so a restarted node knows it without a scan.
 
@@ -33,6 +36,7 @@ from lakelog.platform.errors import StorageWriteFailed
 from lakelog.platform.file_stats import iso_ms, segment_of
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID, open_app_id, partition_app_id
+from lakelog.platform.records import Marker
 from lakelog.platform.segment import (
     INTAKE_FILE_SCHEMA,
     SEGMENT_FILE_SCHEMA,
@@ -42,6 +46,21 @@ from lakelog.platform.segment import (
     write_segments,
 )
 from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
+
+
+MARKER_PREFIX = "txn-marker-"  # + "commit-" or "abort-": a transaction marker's placeholder file
+
+
+def marker_file_name(commit: bool) -> str:
+    return f"{MARKER_PREFIX}{'commit' if commit else 'abort'}-{uuid.uuid4()}.parquet"
+
+
+def marker_kind(path: str) -> bool | None:
+    """True for a commit marker's file, False for an abort marker's, None for any other file."""
+    name = path.rsplit("/", 1)[-1]
+    if not name.startswith(MARKER_PREFIX):
+        return None
+    return name.removeprefix(MARKER_PREFIX).startswith("commit")
 
 
 class TransactionEnded(Exception):
@@ -78,6 +97,16 @@ class Reservations:
             end = self.log_end_offset(partition)
         return min(first_open - 1, end) if first_open > 0 else end
 
+    def marker_at(self, partition: int, offset: int) -> Marker | None:
+        """The transaction marker at `offset`; for an aborted range's placeholder (or a table written before
+        markers took offsets), an abort marker of its producer. None when no empty file covers it."""
+        with self._lock:
+            files = self._index.partition(partition).files_from(offset)
+            segment = next((f for f in files if f.min_offset <= offset), None)
+        if segment is None or segment.num_records or segment.min_producer_id is None:
+            return None
+        return Marker(offset, int(segment.min_producer_id), marker_kind(segment.path) is True)
+
     def reserve(self, partition: int, count: int, producer_id: int, number: int, sequence: int,
                 deadline: Deadline) -> int:
         """Take `count` offsets for a staged transactional batch; answers the first. A retry of the same
@@ -107,18 +136,26 @@ class Reservations:
 
     def fill(self, partition: int, producer_id: int, number: int,
              batches: list[StagedBatch] | Callable[[], list[StagedBatch]], deadline: Deadline,
-             record_producer_id: int) -> bool:
+             record_producer_id: int, commit: bool) -> bool:
         """End transaction `number` of `producer_id` in `partition`: the staged batches that hold a
         reservation go in at their reserved offsets (commit), or placeholders cover them (abort; their
-        statistics name `record_producer_id`, the Kafka producer id, for the abort markers fetch answers).
-        Reservations are looked up on each attempt's snapshot, so one that landed meanwhile is filled too:
-        `batches` may be a callable, asked again at each attempt (a batch is staged before its reservation,
-        so a listing made after a reservation is seen holds its batch). False when the transaction was
-        already filled here (by this node before a crash, or another)."""
+        statistics name `record_producer_id`, the Kafka producer id, for the markers fetch answers), and the
+        marker takes the log end offset. Reservations are looked up on each attempt's snapshot, so one that
+        landed meanwhile is filled too: `batches` may be a callable, asked again at each attempt (a batch is
+        staged before its reservation, so a listing made after a reservation is seen holds its batch). False
+        when the transaction was already filled here (by this node before a crash, or another). Runs in the
+        journal's exclusive section, as a reservation does: the marker's offset is the table's log end."""
+        with self.journal_exclusive():
+            return self._fill(partition, producer_id, number, batches, deadline, record_producer_id, commit)
+
+    def _fill(self, partition: int, producer_id: int, number: int,
+              batches: list[StagedBatch] | Callable[[], list[StagedBatch]], deadline: Deadline,
+              record_producer_id: int, commit: bool) -> bool:
         written: tuple[list[tuple[int, int]], list[Written]] | None = None
+        marked: tuple[int, Written] | None = None
 
         def plan() -> tuple[list[Transaction], None] | bool:
-            nonlocal written
+            nonlocal written, marked
             if self.app_version(txn_end_app_id(producer_id, partition)) >= number:
                 return False
             ranges = []
@@ -130,11 +167,19 @@ class Reservations:
             if written is None or written[0] != covered:
                 written = (covered, [self._fill_file(partition, record_producer_id, first, batch)
                                      for first, batch in sorted(ranges, key=lambda r: r[0])])
+            marker = self.log_end_offset(partition)
+            if marked is None or marked[0] != marker:
+                marked = (marker, self._placeholder(partition, record_producer_id, marker, marker,
+                                                    marker_file_name(commit)))
             txns = [Transaction(txn_end_app_id(producer_id, partition), number),
-                    Transaction(open_app_id(partition), self._next_open(partition, covered) + 1)]
+                    Transaction(partition_app_id(partition), marker + 1),
+                    Transaction(open_app_id(partition), self._next_open(partition, [*covered, (marker, marker)]) + 1)]
             return txns, None
 
-        return self._commit_txns(plan, lambda: written[1] if written else [], deadline) is not False
+        def files() -> list[Written]:
+            return [*(written[1] if written else []), *([marked[1]] if marked else [])]
+
+        return self._commit_txns(plan, files, deadline) is not False
 
     # ---- the commits ----------------------------------------------------------
 
@@ -209,12 +254,13 @@ class Reservations:
         except pa.ArrowException as exc:
             raise StorageWriteFailed(f"the records of {self.name!r} could not be written: {exc}") from None
 
-    def _placeholder(self, partition: int, producer_id: int, first: int, last: int) -> Written:
-        """An empty file whose statistics cover an aborted range (and name its producer): the offsets stay
-        covered, so no hole is left where the transaction was, and no reader sees a record."""
+    def _placeholder(self, partition: int, producer_id: int, first: int, last: int,
+                     name: str | None = None) -> Written:
+        """An empty file whose statistics cover an aborted range or a marker (and name its producer): the
+        offsets stay covered, so no hole is left where the transaction was, and no reader sees a record."""
         intake = self.layout is TableLayout.INTAKE
         schema = INTAKE_FILE_SCHEMA if intake else SEGMENT_FILE_SCHEMA
-        relative = self.layout.file_path(partition, data_file_name())
+        relative = self.layout.file_path(partition, name or data_file_name())
         sink = pa.BufferOutputStream()
         pq.write_table(schema.empty_table(), sink, compression="snappy")
         data = sink.getvalue()

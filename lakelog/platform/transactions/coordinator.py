@@ -244,7 +244,7 @@ class TransactionCoordinator:
             def staged(topic: str = topic, partition: int = partition) -> list:
                 return self._staging.batches(topic, partition, txn.producer_id, txn.number, commit)
 
-            topic_log.fill(partition, txn.producer_id, txn.number, staged, deadline, txn.producer_id)
+            topic_log.fill(partition, txn.producer_id, txn.number, staged, deadline, txn.producer_id, commit)
         if commit and txn.groups:
             self._write_offsets(txn, self._staging.staged_offsets(txn.producer_id, txn.number, txn.groups))
         done = self._save(state.complete(txn, self._clock()))
