@@ -44,10 +44,19 @@ def read_control_table(storage: Storage, table: DeltaTable) -> pa.Table:
     pieces = []
     for uri in table.file_uris():
         with storage.open_input(uri) as source:
-            pieces.append(pq.read_table(source, pre_buffer=False, use_threads=False))
+            pieces.append(_without_views(pq.read_table(source, pre_buffer=False, use_threads=False)))
     if not pieces:
         return pa.schema(schema).empty_table()
     return pa.concat_tables(pieces, promote_options="default")
+
+
+def _without_views(rows: pa.Table) -> pa.Table:
+    """Strings and binaries as plain arrays: the files delta-rs rewrites on a delete (DeleteGroups) hold
+    string_view columns, which Arrow's `take` (latest_rows) and concatenation with the others refuse."""
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    if not any(field.type in plain for field in rows.schema):
+        return rows
+    return rows.cast(pa.schema([field.with_type(plain.get(field.type, field.type)) for field in rows.schema]))
 
 
 def reread_if_changed(storage: Storage, table: DeltaTable, known_version: int) -> tuple[int, pa.Table | None]:

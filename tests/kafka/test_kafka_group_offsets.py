@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import httpx
 import kafka.errors as kerrors
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.consumer import OffsetCommitRequest
@@ -108,6 +109,28 @@ def test_offset_delete(server: ThreadServer, kadmin: KafkaAdminClient) -> None:
     finally:
         member.close()
     assert committed(server, "deleters") == {("orders", 0): (3, "")}
+
+
+def test_offsets_left_by_deletes_outlive_a_restart(server: ThreadServer, kadmin: KafkaAdminClient,
+                                                   start_server: Any) -> None:  # noqa: F811
+    """OffsetDelete and DeleteGroups rewrite the offsets table's files without the rows deleted (delta-rs's
+    delete, which writes string_view columns): the table read at the next start holds the rows left (the
+    read used to fail, and a restarted node knew no group's offsets)."""
+    commit(kadmin, "kept", {("orders", 0): 3, ("orders", 1): 4, ("audit", 0): 2})  # one commit: one file
+    commit(kadmin, "gone", {("orders", 0): 1})
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    (deleted,) = admin.delete_consumer_groups(["gone"]).values()
+    deleted.result(timeout=STUCK_S)
+    assert kadmin.delete_group_offsets("kept", [TopicPartition("orders", 1)]) == {
+        TopicPartition("orders", 1): kerrors.NoError}
+    server.stop()
+
+    again = start_server(server.root)
+    admin = AdminClient({"bootstrap.servers": again.bootstrap})
+    (fetch,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("kept")]).values()
+    assert sorted((tp.topic, tp.partition, tp.offset) for tp in fetch.result(timeout=STUCK_S).topic_partitions) \
+        == [("audit", 0, 2), ("orders", 0, 3)]
+    assert committed(again, "gone") == {}
 
 
 def read_offsets_topic(server: ThreadServer, group: str, wanted: int) -> list[tuple[Any, Any, int]]:
