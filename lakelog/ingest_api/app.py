@@ -19,6 +19,7 @@ from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.cluster_routing import OwnerRouting
 from lakelog.ingest_api.fast_path import ProduceFastPath
+from lakelog.ingest_api.group_paths import GroupPaths
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, schema_registry, topics
 from lakelog.kafka_api.listener import KafkaListener, tls_context
@@ -287,6 +288,7 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     if settings.docs_require_key and settings.authentication:
         _guard_docs(app)
     app.add_middleware(OwnerRouting)  # group requests go to the group's coordinator, a topic's history to its leader
+    app.add_middleware(GroupPaths)  # before routing: a group id's encoded `/` stays in its segment
     app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
     for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router,
                    cluster.router, schema_registry.router):

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakelog.ingest_api import errors
+from lakelog.ingest_api.group_paths import group_id
 from lakelog.platform.cluster.errors import NodeUnavailable, NotCoordinator
 from lakelog.platform.cluster.forwarding import FORWARDED_HEADER, SECRET_HEADER
 from lakelog.platform.cluster.ownership import group_key, topic_key
@@ -55,8 +56,9 @@ class Owned:
 
 
 def owned(path: str) -> Owned | None:
-    if match := GROUP_PATH.fullmatch(path):
-        return Owned(group_key(match.group(1)), f"the coordinator of group {match.group(1)!r}", match.group(1))
+    if match := GROUP_PATH.fullmatch(path):  # the group's segment is still encoded (group_paths.py)
+        group = group_id(match.group(1))
+        return Owned(group_key(group), f"the coordinator of group {group!r}", group)
     if match := TOPIC_HISTORY_PATH.fullmatch(path):
         return Owned(topic_key(match.group(1)), f"the leader of topic {match.group(1)!r}")
     return None

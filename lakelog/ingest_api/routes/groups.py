@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Annotated, Callable, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from lakelog.ingest_api.auth import Principal, Svc
@@ -30,12 +30,20 @@ from lakelog.ingest_api.models import (
     TopicPartitionModel,
 )
 from lakelog.ingest_api.dependencies import Services, blocking
+from lakelog.ingest_api.group_paths import group_id
 from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
 from lakelog.ingest_api.routes.topics import SinceMs
 from lakelog.platform.groups import CommittedOffset, JoinOptions
 
 router = APIRouter(prefix="/v1/groups", tags=["consumer groups"])
-GroupId = Annotated[str, Path(min_length=1, max_length=249, description="Group id")]
+
+
+def _group_id(group: Annotated[str, Path(min_length=1, description="Group id, URL-encoded (any characters, "
+                                                                    "`/` as `%2F`)")]) -> str:
+    return group_id(group)  # kept encoded for routing by GroupPaths (group_paths.py)
+
+
+GroupId = Annotated[str, Depends(_group_id)]
 MemberId = Annotated[str, Path(min_length=1, max_length=300, description="Member id from the join answer")]
 
 

@@ -196,5 +196,6 @@ class OffsetStore:
 
 
 def _sql(text: str) -> str:
-    """A string literal of a delete predicate."""
+    """A string literal of a delete predicate, for any text (a group id may hold any character): a doubled
+    quote is the only escape in DataFusion's SQL literals; backslashes and the rest stand for themselves."""
     return "'{}'".format(text.replace("'", "''"))

@@ -3,7 +3,9 @@
 
 TxnOffsetCommit's offsets taken by a node that does not coordinate the transactional id (the group's
 coordinator, where clients send them) wait in `<root>/_transactions/offsets/<producer id>/<number>/<group>.json`
-until the transaction's coordinator completes it.
+until the transaction's coordinator completes it. A group id may hold any character and be of any length
+(`group_file_name`): one of [a-zA-Z0-9._-] up to 249 characters is the file's name as it is, any other is
+named by its digest.
 
 A batch is staged before its offsets are reserved (log/reservations.py), so every reservation has its
 records here; a retried batch writes the same object again. The name carries the record count, so an
@@ -12,9 +14,10 @@ abort needs no read. Any node can complete any transaction from these objects.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
-from urllib.parse import quote, unquote
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +28,17 @@ from lakelog.platform.log.reservations import StagedBatch
 from lakelog.platform.storage import Storage
 from lakelog.platform.transactions.state import PendingOffset
 from lakelog.schemas import TOPIC_FILE_SCHEMA
+
+PLAIN_GROUP = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # the ids lakelog took before any id was allowed
+
+
+def group_file_name(group: str) -> str:
+    """The name of a group's staged offsets: a plain id as it is (where it always was), any other id by its
+    SHA-256 behind a `~`, which no plain id holds: any character is safe in a file or object name, and a name
+    is never longer than a file system takes (255 bytes)."""
+    if PLAIN_GROUP.fullmatch(group):
+        return f"{group}.json"
+    return f"~{hashlib.sha256(group.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
 
 
 class Staging:
@@ -70,12 +84,12 @@ class Staging:
         self._storage.delete_tree(self._folder(topic, partition, producer_id, number))
 
     def _offsets_uri(self, producer_id: int, number: int, group: str) -> str:
-        return self._storage.uri(OFFSET_STAGING, str(producer_id), str(number), quote(group, safe="") + ".json")
+        return self._storage.uri(OFFSET_STAGING, str(producer_id), str(number), group_file_name(group))
 
     def stage_offsets(self, producer_id: int, number: int, group: str, offsets: list[PendingOffset]) -> None:
         """Add a group's offsets to those staged for the transaction (the latest per partition wins)."""
         uri = self._offsets_uri(producer_id, number, group)
-        staged = {(o.topic, o.partition): o for o in self._read_offsets(uri)}
+        staged = {(o.topic, o.partition): o for o in self._read_offsets(uri, group)}
         staged.update({(o.topic, o.partition): o for o in offsets})
         self._storage.makedirs(uri.rsplit("/", 1)[0])
         self._storage.write_bytes(uri, json.dumps([[o.topic, o.partition, o.offset, o.metadata]
@@ -83,15 +97,14 @@ class Staging:
 
     def staged_offsets(self, producer_id: int, number: int, groups: frozenset[str]) -> list[PendingOffset]:
         return [o for group in sorted(groups)
-                for o in self._read_offsets(self._offsets_uri(producer_id, number, group))]
+                for o in self._read_offsets(self._offsets_uri(producer_id, number, group), group)]
 
-    def _read_offsets(self, uri: str) -> list[PendingOffset]:
-        group = uri.rsplit("/", 1)[1].removesuffix(".json")
+    def _read_offsets(self, uri: str, group: str) -> list[PendingOffset]:
         try:
             rows = json.loads(self._storage.read_bytes(uri))
         except FileNotFoundError:
             return []
-        return [PendingOffset(unquote(group), t, int(p), int(o), m) for t, p, o, m in rows]
+        return [PendingOffset(group, t, int(p), int(o), m) for t, p, o, m in rows]
 
     def discard_offsets(self, producer_id: int, number: int) -> None:
         self._storage.delete_tree(self._storage.uri(OFFSET_STAGING, str(producer_id), str(number)))
