@@ -113,3 +113,4 @@ def test_a_consumer_reaches_the_end_of_a_partition_holding_only_an_aborted_trans
     assert lag(server.bootstrap, "aborted", "behind-the-abort") == 0
     assert aborted_ranges(server.root, "aborted") == {0: set(range(1001))}
     assert_topic_intact(server.root, "aborted")
+
