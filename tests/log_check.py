@@ -1,7 +1,8 @@
 """The check every crash, concurrency and fuzz test ends with: the topic tables, read as any Delta reader
 reads them, hold each (partition, offset) once, with no gaps, up to the partition's log end offset. A gap
 is allowed only where the table declares it: an empty file whose offset statistics cover it (an aborted
-transaction's placeholder); an open transaction's reserved offsets, covered by no file, fail the check.
+transaction's placeholder, or a transaction's commit or abort marker, which takes an offset as Kafka's
+control batch does); an open transaction's reserved offsets, covered by no file, fail the check.
 
 It reads the data files named by the table's snapshot directly (not through lakelog's fetch path, which
 could hide a duplicate) and compares with the `lakelog.partition.<p>` SetTransaction versions.
@@ -43,7 +44,8 @@ def topic_offsets(root: str, topic: str, storage: Mapping[str, str] | None = Non
 
 def aborted_ranges(root: str, topic: str, storage: Mapping[str, str] | None = None) -> dict[int, set[int]]:
     """The offsets the table declares empty, per partition: files of no records whose offset statistics
-    cover a range (an aborted transaction's placeholder, or compaction's when it dropped a whole range)."""
+    cover a range (an aborted transaction's placeholder, a transaction's marker, or compaction's when it
+    dropped a whole range)."""
     store = Storage.open(root, storage)
     table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
