@@ -109,6 +109,13 @@ class KafkaSettings(BaseModel):
     kafka_cluster_id: str = Field("lakelog", description="The cluster id Kafka clients are told")
     kafka_tls_cert_file: str | None = Field(None, description="PEM certificate (chain): TLS on the Kafka listener")
     kafka_tls_key_file: str | None = Field(None, description="PEM private key of the certificate")
+    # Topics created on first use, with Kafka's names and defaults (platform/auto_create.py)
+    auto_create_topics_enable: bool = Field(True, description="auto.create.topics.enable: a Metadata request "
+                                            "that allows it, or an HTTP produce, creates a missing topic")
+    num_partitions: int = Field(1, ge=1, le=10_000, description="num.partitions: partitions of a topic created "
+                                "on first use, or by CreateTopics with num_partitions -1")
+    default_replication_factor: int = Field(1, ge=1, le=32767, description="default.replication.factor: "
+                                            "replication.factor of such a topic (with replica sites only)")
 
 
 class JobSettings(BaseModel):

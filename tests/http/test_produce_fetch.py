@@ -208,11 +208,13 @@ def test_topic_admin_cycle(client: httpx.Client, topic_name: str) -> None:
     assert topic_name not in [t["name"] for t in client.get("/v1/topics").json()["topics"]]
 
 
-def test_no_auto_creation(client: httpx.Client, topic_name: str) -> None:
+def test_produce_creates_a_missing_topic(client: httpx.Client, topic_name: str) -> None:
+    """auto.create.topics.enable (on by default, as in Kafka): num.partitions (1) partitions. Off, a 404:
+    tests/kafka/test_kafka_auto_create.py."""
     response = produce(client, topic_name, {"records": [{"value": "x"}]})
-    assert response.status_code == 404
-    assert response.json()["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert topic_name not in [t["name"] for t in client.get("/v1/topics").json()["topics"]]
+    assert response.status_code == 200, response.text
+    assert response.json()["offsets"][0]["offset"] == 0
+    assert [p["log_end_offset"] for p in client.get(f"/v1/topics/{topic_name}").json()["partitions"]] == [1]
 
 
 def test_health_ready_metrics_docs(client: httpx.Client, topic_name: str) -> None:

@@ -18,7 +18,8 @@ from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.platform import typed_fetch, typed_produce
+from lakelog.platform import auto_create, typed_fetch, typed_produce
+from lakelog.platform.errors import UnknownTopicOrPartition
 from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
 from lakelog.platform.typed_column import TYPED_COLUMN
 from lakelog.schemas import TOPIC_SCHEMA
@@ -108,7 +109,7 @@ async def produce(topic: TopicName, request: Request) -> Response:
         if query_producer and parsed.producer:
             raise SchemaViolation("give the producer fields either in the query or in the body, not both")
         producer = codec.producer_batch(query_producer or parsed.producer, request.headers.get("idempotency-key"))
-        result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer)
+        result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer, principal)
     finally:
         services.release(len(body))
     metrics = services.metrics
@@ -145,9 +146,9 @@ def parse_body(content_type: str, body: bytes, key_format: str, value_format: st
 
 
 async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str,
-                           timeout_ms: int | None, producer: object) -> ProduceResult:
+                           timeout_ms: int | None, producer: object, principal: str) -> ProduceResult:
     if topic not in services.open_topics:  # first use opens the topic's table: storage I/O, off the event loop
-        await blocking(services.broker.topic, topic)
+        await blocking(open_or_create, services, topic, parsed, principal)
         services.open_topics.add(topic)
     if services.broker.topic(topic).config.validates_schemas:
         future = await blocking(produce_typed, services, topic, parsed, acks, timeout_ms, producer)
@@ -156,6 +157,22 @@ async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedP
     # The core owns the deadline: the writer answers this future by then, with REQUEST_TIMED_OUT at worst.
     # Shielded: the flush thread owns the future; a client that goes away must not cancel it.
     return await asyncio.shield(asyncio.wrap_future(future))
+
+
+def open_or_create(services: Services, topic: str, parsed: codec.ParsedProduce, principal: str) -> None:
+    """The topic's table opened (blocking); a missing topic created first when auto.create.topics.enable is
+    on, as a Kafka client's Metadata creates it (the same setting and the same CREATE right)."""
+    settings = services.settings
+    try:
+        services.broker.topic(topic)
+        return
+    except UnknownTopicOrPartition:
+        if not settings.auto_create_topics_enable or not auto_create.creatable(topic):
+            raise
+    auto_create.create_on_first_use(services.broker, services.authorizer, principal, topic, settings.num_partitions,
+                                    settings.default_replication_factor,
+                                    least_partitions=auto_create.highest_partition(parsed.records) + 1)
+    services.broker.topic(topic)
 
 
 def produce_typed(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str, timeout_ms: int | None,

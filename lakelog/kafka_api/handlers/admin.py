@@ -55,7 +55,6 @@ DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for num_partitions -1
 LIST_KEYS = frozenset({"cleanup.policy"})  # comma-separated lists in Kafka: APPEND and SUBTRACT apply
 READ_ONLY_KEYS = frozenset({"replication.factor"})  # set at creation (the catalog refuses a change)
 DEFAULTS: dict[str, Any] = parse_topic_config(None).to_kafka()
@@ -191,9 +190,11 @@ async def _create_topic(context: Context, topic: Any, validate_only: bool) -> To
         raise InvalidRequest("replica assignments are not supported: lakelog places partitions itself")
     # Checked here in Kafka's order (name, partitions, replication, configs), before any storage I/O.
     validate_topic_name(topic.name)
-    partitions = validate_partitions(DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions)
+    settings = context.services.settings  # -1: the node's num.partitions and default.replication.factor
+    partitions = validate_partitions(settings.num_partitions if topic.num_partitions == -1 else topic.num_partitions)
     broker = context.services.broker
-    config = _with_replication_factor(broker, _requested_config(topic.configs), topic.replication_factor)
+    factor = settings.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+    config = _with_replication_factor(broker, _requested_config(topic.configs), factor)
     parsed = parse_topic_config(config)
     _check_replication_factor(broker, parsed)
     if validate_only:
@@ -213,10 +214,9 @@ def _requested_config(configs: Iterable[Any]) -> dict[str, str]:
 
 
 def _with_replication_factor(broker: Broker, config: dict[str, str], factor: int) -> Mapping[str, Any]:
-    """The request's replication factor (-1: the default) is `replication.factor` when the node has replica
-    sites (a config of that name wins); without sites the storage is the replication and it is ignored."""
-    if factor == -1:
-        return config
+    """The request's replication factor (-1 was replaced by default.replication.factor) is `replication.factor`
+    when the node has replica sites (a config of that name wins); without sites the storage is the replication
+    and it is ignored."""
     if factor < 1:
         raise _invalid_replication_factor(f"replication factor must be -1 (the default) or at least 1, got {factor}")
     if broker.replicas is None or "replication.factor" in config:

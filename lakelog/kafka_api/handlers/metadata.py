@@ -13,7 +13,8 @@ from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.handlers.cluster import cluster_operations  # v8-v10 answer them (librdkafka asks)
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.catalog import missing_topic
+from lakelog.platform import auto_create
+from lakelog.platform.catalog import TopicMeta, missing_topic
 
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
@@ -34,6 +35,8 @@ async def metadata(context: Context, call: Call) -> MetadataResponse:
         names += offsets_topic.listed(context, known)  # Kafka lists its internal topic too
     else:
         names = [t.name for t in request.topics]
+        if _auto_creates(context, call):
+            known.update(await blocking(_create_missing, context, [n for n in names if n not in known]))
     topics = [_topic(context, name, known.get(name)) for name in names]
     local = nodes.local(context)
     return MetadataResponse(
@@ -43,9 +46,37 @@ async def metadata(context: Context, call: Call) -> MetadataResponse:
         authorized_operations=cluster_operations(context) if request.include_cluster_authorized_operations else None)
 
 
+def _auto_creates(context: Context, call: Call) -> bool:
+    """auto.create.topics.enable, and the request allows it (v4+ say so; v0-v3 always allow it)."""
+    allowed = call.version < 4 or call.body.allow_auto_topic_creation
+    return allowed and context.services.settings.auto_create_topics_enable
+
+
+def _create_missing(context: Context, names: list[str]) -> dict[str, TopicMeta | Exception]:
+    """The missing topics of a Metadata request created, as Kafka's auto.create.topics.enable creates them
+    (blocking: catalog I/O). At once, so the answer names their partitions (Kafka answers LEADER_NOT_AVAILABLE
+    until its controller is done). Left out: names the caller may not describe (refused as such), illegal
+    and internal names (answered as missing); the refusal of a principal that may not create a topic
+    (TOPIC_AUTHORIZATION_FAILED, as Kafka) or a failed creation is that topic's answer."""
+    services, settings = context.services, context.services.settings
+    found: dict[str, TopicMeta | Exception] = {}
+    for name in dict.fromkeys(names):
+        if not context.allowed("describe", "topic", name) or not auto_create.creatable(name):
+            continue
+        try:
+            found[name] = auto_create.create_on_first_use(services.broker, services.authorizer, context.principal,
+                                                          name, settings.num_partitions,
+                                                          settings.default_replication_factor)
+        except Exception as exc:
+            found[name] = exc
+    return found
+
+
 def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyped-def]
     if not context.allowed("describe", "topic", name):
         return Topic(error_code=CODES["TOPIC_AUTHORIZATION_FAILED"], name=name, is_internal=False, partitions=[])
+    if isinstance(meta, Exception):  # a creation on first use refused or failed
+        return Topic(error_code=error_code(meta), name=name, is_internal=False, partitions=[])
     if meta is None and offsets_topic.is_offsets_topic(name):
         return offsets_topic.metadata_topic(context)
     if meta is None:
