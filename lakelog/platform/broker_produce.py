@@ -27,7 +27,7 @@ from lakelog.platform.cluster.forwarding import TopicForwarder
 from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.wire import ForwardedCall
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import InvalidRequest
+from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.group_commit import copy_outcome, fail
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.open_topic import OpenTopic
@@ -83,7 +83,11 @@ class Producing:
             _check_producer(producer)
         partitions = opened.partitioner.assign(keys, explicit, opened.meta.partitions, topic)
         if acks_level == 0:  # answered before the flush: bad records must be refused here
-            validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
+            try:
+                validate_records(columns_to_table([batch]) if isinstance(batch, RecordColumns) else batch, config)
+            except LakelogError as exc:  # an acks=0 producer never hears of it: the log says it
+                log.warning("produce to %s refused, nothing written: %s: %s", topic, exc.code, exc.message)
+                raise
         pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
         self.traffic.produced(pending.nbytes)
         future = self._route(opened, pending)

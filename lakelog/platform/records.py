@@ -2,7 +2,8 @@
 
 Producers give a list of `Record` or an Arrow table (the batch form); both
 become one Arrow table of `TOPIC_FILE_SCHEMA` built in bulk, with checks at
-the door: types, sizes against `max.message.bytes`, timestamps.
+the door: types here, the topic's checks (sizes, timestamps, keys) in
+`record_checks.py`.
 """
 
 from __future__ import annotations
@@ -17,18 +18,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.errors import InvalidRecord, InvalidTimestamp, RecordTooLarge
-from lakelog.platform.topic_config import TopicConfig, TimestampType
+from lakelog.platform.errors import InvalidRecord
+# The checks of records against their topic's config live in record_checks.py; named here too, as before.
+from lakelog.platform.record_checks import (  # noqa: F401
+    MAX_TIMESTAMP_MS,
+    check_keys,
+    check_sizes,
+    check_timestamps,
+    record_sizes,
+    validate_records,
+)
+from lakelog.platform.topic_config import TimestampType
 from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 
 Header = tuple[str, bytes]
 TopicPartition = tuple[str, int]
 
-# The largest timestamp every reader of a topic table can hold: 9999-12-31T23:59:59.999Z. Delta's
-# statistics are ISO dates (four-digit years), delta-rs stores microseconds, Spark's TimestampType
-# ends at year 9999; a larger value would break the commit's bookkeeping or its readers.
-MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True)
@@ -305,73 +311,6 @@ def stamp(table: pa.Table, stamps: Sequence[Stamp], now_ms: int) -> pa.Table:
 
 def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
     return table.set_column(table.schema.get_field_index(name), table.schema.field(name), column)
-
-
-def validate_records(table: pa.Table, config: TopicConfig, now_ms: int | None = None) -> None:
-    """Every check a topic makes of the records it is given, in one place: sizes, then timestamps."""
-    check_sizes(table, config.max_message_bytes)
-    if config.timestamp_type == TimestampType.CREATE_TIME:  # LogAppendTime replaces the client's timestamps
-        check_timestamps(table, config, int(time.time() * 1000) if now_ms is None else now_ms)
-
-
-def check_timestamps(table: pa.Table, config: TopicConfig, now_ms: int) -> None:
-    """The storable range (0 to MAX_TIMESTAMP_MS), then Kafka's message.timestamp.before.max.ms and
-    message.timestamp.after.max.ms. The one place timestamps are checked."""
-    stamps = table.column("timestamp").cast(pa.int64())
-    bounds = [(MAX_TIMESTAMP_MS, "the largest storable timestamp (9999-12-31T23:59:59.999Z)")]
-    if config.message_timestamp_after_max_ms < MAX_TIMESTAMP_MS:
-        bounds.append((now_ms + config.message_timestamp_after_max_ms,
-                       f"message.timestamp.after.max.ms ({config.message_timestamp_after_max_ms} ms after the "
-                       f"broker's clock)"))
-    extremes = pc.min_max(stamps)  # one pass for both ends
-    smallest, largest = int(extremes["min"].as_py()), int(extremes["max"].as_py())
-    for limit, name in bounds:
-        if largest > limit:
-            at = int(pc.index(stamps, largest).as_py())
-            raise InvalidTimestamp(f"record {at} has timestamp {largest} ms, above {name}: {limit} ms")
-    if smallest < 0:
-        at = int(pc.index(stamps, smallest).as_py())
-        raise InvalidTimestamp(f"record {at} has timestamp {smallest} ms: timestamps are milliseconds since the "
-                               "epoch, >= 0")
-    if config.message_timestamp_before_max_ms < now_ms:
-        limit = now_ms - config.message_timestamp_before_max_ms
-        if smallest < limit:
-            at = int(pc.index(stamps, smallest).as_py())
-            raise InvalidTimestamp(
-                f"record {at} has timestamp {smallest} ms, below message.timestamp.before.max.ms "
-                f"({config.message_timestamp_before_max_ms} ms before the broker's clock): {limit} ms")
-
-
-def check_sizes(table: pa.Table, max_message_bytes: int) -> None:
-    # Every record fits when all their keys, values and headers together do (buffer sizes are an upper
-    # bound): the common small request skips the per-record sizes.
-    if sum(table.column(name).nbytes for name in ("key", "value", "headers")) <= max_message_bytes:
-        return
-    sizes = record_sizes(table)
-    largest = int(pc.max(sizes).as_py() or 0)
-    if largest > max_message_bytes:
-        at = int(pc.index(sizes, largest).as_py())
-        raise RecordTooLarge(
-            f"record {at} is {largest} bytes, over the topic's max.message.bytes of {max_message_bytes} bytes"
-        )
-
-
-def record_sizes(table: pa.Table) -> pa.Array:
-    """Bytes of key + value + header keys and values, per record."""
-    sizes = pc.add(
-        pc.fill_null(pc.binary_length(table.column("key")), 0),
-        pc.fill_null(pc.binary_length(table.column("value")), 0),
-    )
-    headers = table.column("headers")
-    if headers.null_count < len(headers):
-        flat = pc.list_flatten(headers)
-        if len(flat):
-            parents = pc.list_parent_indices(headers).to_numpy()
-            each = pc.add(pc.fill_null(pc.binary_length(pc.struct_field(flat, "key").cast(pa.binary())), 0),
-                          pc.fill_null(pc.binary_length(pc.struct_field(flat, "value")), 0)).to_numpy()
-            extra = np.bincount(parents, weights=each, minlength=table.num_rows).astype(np.int64)
-            sizes = pc.add(sizes, pa.array(extra))
-    return sizes.combine_chunks() if isinstance(sizes, pa.ChunkedArray) else sizes
 
 
 def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps: pa.Array) -> pa.Table:

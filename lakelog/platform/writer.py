@@ -117,7 +117,7 @@ class TopicWriter:
         self._flushes.close(timeout)
 
     def _flush(self, batch: list[PendingProduce]) -> None:
-        calls = checked([p for p in batch if not p.future.done()])
+        calls = checked([p for p in batch if not p.future.done()], self.log.name)
         while True:
             # Other writers of the topic (another node) may have committed batches of our producers: their
             # state here is dropped and rebuilt from the log by the check, so a retry they wrote is answered.
@@ -259,10 +259,10 @@ def _follow(retry: PendingProduce, original: PendingProduce) -> None:
     original.future.add_done_callback(copy)
 
 
-def checked(calls: list[PendingProduce]) -> list[PendingProduce]:
+def checked(calls: list[PendingProduce], topic: str) -> list[PendingProduce]:
     """Each call's records as Arrow (`call.table`), checked in bulk for the whole flush. When a check fails,
     each call is checked on its own: a call with a bad record is answered with that error (naming the record
-    by its place in the call) and changes nothing; the others go on."""
+    by its place in the call), logged, and changes nothing; the others go on."""
     try:
         _as_tables(calls)
         configs = {id(call.config): call.config for call in calls}
@@ -272,15 +272,16 @@ def checked(calls: list[PendingProduce]) -> list[PendingProduce]:
             for call in calls:
                 validate_records(call.table, call.config)  # type: ignore[arg-type]
     except LakelogError:
-        return [call for call in calls if _checked_alone(call)]
+        return [call for call in calls if _checked_alone(call, topic)]
     return calls
 
 
-def _checked_alone(call: PendingProduce) -> bool:
+def _checked_alone(call: PendingProduce, topic: str) -> bool:
     try:
         _as_tables([call])
         validate_records(call.table, call.config)  # type: ignore[arg-type]
     except LakelogError as exc:
+        log.warning("produce to %s refused, nothing written: %s: %s", topic, exc.code, exc.message)
         fail(call.future, exc)
         return False
     return True

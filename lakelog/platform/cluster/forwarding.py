@@ -125,7 +125,7 @@ class TopicForwarder:
         self._sends.close(timeout)
 
     def _send(self, batch: list[PendingProduce]) -> None:
-        calls = checked([p for p in batch if not p.future.done()])  # bad records are answered here
+        calls = checked([p for p in batch if not p.future.done()], self.topic)  # bad records are answered here
         if not calls:
             return
         forwarded = [ForwardedCall(p.table, p.partitions, p.acks, _left_ms(p), p.producer) for p in calls]

@@ -197,7 +197,7 @@ class JournalWriter:
             log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
 
     def _prepare(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
-        accepted = opened.writer.admit(checked(calls), lambda: self._catch_up(opened, state))
+        accepted = opened.writer.admit(checked(calls, opened.meta.name), lambda: self._catch_up(opened, state))
         if accepted and state.pending_bytes >= BEHIND_FACTOR * opened.meta.config.table_commit_bytes:
             # The table commits are not keeping up (storage refusing them): stop taking more into memory.
             log.warning("produce to %s refused: %d bytes wait for its table commit", opened.meta.name,
