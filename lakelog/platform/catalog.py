@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import logging
 import re
 import threading
 import time
@@ -35,9 +36,10 @@ from lakelog.platform.errors import (
 from lakelog.platform.layout import topic_path
 from lakelog.platform.log import TopicLog
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
-from lakelog.platform.topic_config import TopicConfig, parse_topic_config
+from lakelog.platform.topic_config import TopicConfig, deprecated_settings, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 U = TypeVar("U")
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -178,20 +180,27 @@ class Catalog:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             return TopicMeta(name, partitions, parsed, 0, now, now)
 
-        return self._change(name, change, alongside=make_table)
+        created = self._change(name, change, alongside=make_table)
+        _log_deprecated(name, created.config)
+        return created
 
     def alter_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
         if not isinstance(changes, Mapping) or not changes:
             raise InvalidRequest("no config changes given")
+
+        before: list[TopicConfig] = []  # the config the change was made to (the last attempt's)
 
         def change(current: TopicMeta | None, now: int) -> TopicMeta:
             meta = _existing(name, current)
             config = meta.config.altered(changes)
             if config.replication_factor != meta.config.replication_factor:
                 raise InvalidRequest("replication.factor is set at creation and cannot be altered")
+            before[:] = [meta.config]
             return TopicMeta(name, meta.partitions, config, meta.revision, meta.created_ms, now)
 
-        return self._change(name, change)
+        altered = self._change(name, change)
+        _log_deprecated(name, altered.config, before[0] if before else None)
+        return altered
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
         validate_partitions(total)
@@ -320,6 +329,11 @@ def _beside(first: Callable[[], U] | None, second: Callable[[], T]) -> tuple[U |
     if failed:
         raise failed[0]
     return done[0], result
+
+
+def _log_deprecated(name: str, config: TopicConfig, before: TopicConfig | None = None) -> None:
+    for setting in deprecated_settings(config, before):  # Kafka warns of them too
+        log.warning("topic %s: config %s", name, setting)
 
 
 def _existing(name: str, current: TopicMeta | None) -> TopicMeta:

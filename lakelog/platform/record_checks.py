@@ -46,13 +46,13 @@ def check_keys(table: pa.Table) -> None:
 
 def check_timestamps(table: pa.Table, config: TopicConfig, now_ms: int) -> None:
     """The storable range (0 to MAX_TIMESTAMP_MS), then Kafka's message.timestamp.before.max.ms and
-    message.timestamp.after.max.ms. The one place timestamps are checked."""
+    message.timestamp.after.max.ms (or the deprecated difference.max.ms in their place: `TopicConfig.before_bound`).
+    The one place timestamps are checked."""
     stamps = table.column("timestamp").cast(pa.int64())
     bounds = [(MAX_TIMESTAMP_MS, "the largest storable timestamp (9999-12-31T23:59:59.999Z)")]
-    if config.message_timestamp_after_max_ms < MAX_TIMESTAMP_MS:
-        bounds.append((now_ms + config.message_timestamp_after_max_ms,
-                       f"message.timestamp.after.max.ms ({config.message_timestamp_after_max_ms} ms after the "
-                       f"broker's clock)"))
+    after_ms, after_key = config.after_bound
+    if after_ms < MAX_TIMESTAMP_MS:
+        bounds.append((now_ms + after_ms, f"{after_key} ({after_ms} ms after the broker's clock)"))
     extremes = pc.min_max(stamps)  # one pass for both ends
     smallest, largest = int(extremes["min"].as_py()), int(extremes["max"].as_py())
     for limit, name in bounds:
@@ -63,13 +63,13 @@ def check_timestamps(table: pa.Table, config: TopicConfig, now_ms: int) -> None:
         at = int(pc.index(stamps, smallest).as_py())
         raise InvalidTimestamp(f"record {at} has timestamp {smallest} ms: timestamps are milliseconds since the "
                                "epoch, >= 0")
-    if config.message_timestamp_before_max_ms < now_ms:
-        limit = now_ms - config.message_timestamp_before_max_ms
+    before_ms, before_key = config.before_bound
+    if before_ms < now_ms:
+        limit = now_ms - before_ms
         if smallest < limit:
             at = int(pc.index(stamps, smallest).as_py())
-            raise InvalidTimestamp(
-                f"record {at} has timestamp {smallest} ms, below message.timestamp.before.max.ms "
-                f"({config.message_timestamp_before_max_ms} ms before the broker's clock): {limit} ms")
+            raise InvalidTimestamp(f"record {at} has timestamp {smallest} ms, below {before_key} ({before_ms} ms "
+                                   f"before the broker's clock): {limit} ms")
 
 
 def check_sizes(table: pa.Table, max_message_bytes: int) -> None:

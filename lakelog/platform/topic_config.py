@@ -45,6 +45,12 @@ Int = Annotated[int, BeforeValidator(_kafka_number), Field(le=MAX_INT)]
 Boolean = Annotated[bool, BeforeValidator(_kafka_boolean)]
 
 
+# Kafka's default message.format.version, and the version strings its MetadataVersion parses (0.8.0 to 3.9,
+# an inter-broker protocol's -IV<n>, further segments ignored: "0.10.0.1", "2.8.1").
+DEFAULT_MESSAGE_FORMAT_VERSION = "3.0-IV1"
+KAFKA_VERSION = r"^(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|1\.[01]|2\.[0-8]|3\.[0-9])(-IV[0-9]+|(\.[^.]+)*)$"
+
+
 class TimestampType(int, Enum):
     """Values of the `timestamp_type` column; Spark's Kafka source uses the same numbers."""
 
@@ -90,6 +96,15 @@ class TopicConfig(BaseModel):
     # Kafka Connect's name for a dead-letter topic; "": none (bad records are refused).
     errors_deadletterqueue_topic_name: str = Field("", alias="errors.deadletterqueue.topic.name", max_length=249,
                                                    pattern=r"^[a-zA-Z0-9._-]*$")  # a topic name, or empty
+    # Deprecated in Kafka 3.x and still taken by Kafka 3.9 (clients' tests and old tools set them), with
+    # Kafka's effect (`DEPRECATED`): before KIP-937's before/after bounds, one bound on both sides; each
+    # of them falls back to it while left at its default, as Kafka's LogConfig does.
+    message_timestamp_difference_max_ms: Long = Field(MAX_LONG, alias="message.timestamp.difference.max.ms", ge=0)
+    # Ignored since Kafka 3.0 (inter.broker.protocol.version >= 3.0): batches are stored in one format.
+    message_format_version: str = Field(DEFAULT_MESSAGE_FORMAT_VERSION, alias="message.format.version",
+                                        pattern=KAFKA_VERSION)
+    # Fetch v0-v3 are answered in their message format whatever this says (no UNSUPPORTED_VERSION).
+    message_downconversion_enable: Boolean = Field(True, alias="message.downconversion.enable")
 
     @field_validator("cleanup_policy")
     @classmethod
@@ -112,6 +127,21 @@ class TopicConfig(BaseModel):
         return "compact" in self.cleanup_policy
 
     @property
+    def before_bound(self) -> tuple[int, str]:
+        """How far before the broker's clock a CreateTime timestamp may be, and the key that says so."""
+        return self._bound(self.message_timestamp_before_max_ms, "message.timestamp.before.max.ms")
+
+    @property
+    def after_bound(self) -> tuple[int, str]:
+        """How far after the broker's clock a CreateTime timestamp may be, and the key that says so."""
+        return self._bound(self.message_timestamp_after_max_ms, "message.timestamp.after.max.ms")
+
+    def _bound(self, value: int, key: str) -> tuple[int, str]:
+        if value == MAX_LONG and self.message_timestamp_difference_max_ms != MAX_LONG:
+            return self.message_timestamp_difference_max_ms, "message.timestamp.difference.max.ms"
+        return value, key
+
+    @property
     def timestamp_type(self) -> TimestampType:
         if self.message_timestamp_type == "LogAppendTime":
             return TimestampType.LOG_APPEND_TIME
@@ -125,6 +155,24 @@ class TopicConfig(BaseModel):
 
 
 KNOWN_KEYS = frozenset(f.alias or name for name, f in TopicConfig.model_fields.items())
+DEPRECATED = {  # key -> what setting it does here (logged when a topic is given a value other than the default)
+    "message.format.version": "ignored, as by Kafka since 3.0 (inter.broker.protocol.version >= 3.0); deprecated "
+                              "and removed in Kafka 4.0",
+    "message.timestamp.difference.max.ms": "deprecated (Kafka 3.6, KIP-937): it bounds timestamps on both sides "
+                                           "where message.timestamp.before.max.ms / after.max.ms are left at their "
+                                           "defaults; set those instead",
+    "message.downconversion.enable": "no effect: lakelog answers Fetch v0-v3 in the message format they read "
+                                     "whatever it says; a no-op in Kafka 4.0",
+}
+
+
+def deprecated_settings(config: TopicConfig, before: TopicConfig | None = None) -> list[str]:
+    """What a topic's deprecated keys do, one line each, for those it sets (other than the default) and that
+    `before` (the config it had) did not set to the same: the log lines of a create or an alter."""
+    now, then, defaults = config.to_kafka(), (before or DEFAULT_CONFIG).to_kafka(), DEFAULT_CONFIG.to_kafka()
+    return [f"{key}={str(now[key]).lower() if isinstance(now[key], bool) else now[key]}: {effect}"
+            for key, effect in DEPRECATED.items()
+            if now[key] != defaults[key] and (before is None or now[key] != then[key])]
 
 
 def parse_topic_config(values: Mapping[str, Any] | None) -> TopicConfig:
@@ -139,3 +187,6 @@ def parse_topic_config(values: Mapping[str, Any] | None) -> TopicConfig:
         error = exc.errors()[0]
         key = str(error["loc"][0]) if error["loc"] else "config"
         raise InvalidConfig(f"invalid value {values.get(key)!r} for {key}: {error['msg']}") from None
+
+
+DEFAULT_CONFIG = parse_topic_config(None)
