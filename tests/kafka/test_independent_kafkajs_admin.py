@@ -53,6 +53,7 @@ def described_configs(node: str, served: Served, topic: str, names: list[str]) -
         {"type": TOPIC_RESOURCE, "name": topic, "configNames": names}]}))
     (resource,) = ok(result)["resources"]
     assert resource["errorCode"] == 0, resource
+    assert all(c["configSynonyms"] == [] for c in resource["configEntries"]), resource  # none asked for
     return {c["configName"]: c["configValue"] for c in resource["configEntries"]}
 
 
