@@ -102,7 +102,7 @@ def fetch_fairly(log: Log, plan: Plan, max_records: int,
                 raise
             logger.info("%s-%d left for the next poll: %s", topic, partition, exc)  # as Kafka's fetcher skips it
             continue
-        if result.records.num_rows:
+        if result.records.num_rows or result.skip_to is not None:  # a skip moves the position past markers
             results.append(result)
             budget -= result.records.num_rows
             if bytes_left is not None:
@@ -167,7 +167,9 @@ def advance(member: Member, results: list[FetchResult], after: int | None = None
     for result in results:
         tp = (result.topic, result.partition)
         if tp in member.assignment and result.next_offset is not None:
-            first = int(result.records.column("offset")[0].as_py())
+            # No records: offsets without one (a transaction's markers) skipped, up to next_offset.
+            first = int(result.records.column("offset")[0].as_py()) if result.records.num_rows \
+                else result.next_offset - 1
             if member.positions.get(tp, first) <= first:
                 before[tp] = member.positions.get(tp, first)
                 member.positions[tp] = result.next_offset

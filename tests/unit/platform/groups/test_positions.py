@@ -75,6 +75,23 @@ def test_advance_moves_positions_and_drops_lost_partitions() -> None:
     assert advance(member, [log.fetch("t", 0, 0, 4)]) == []  # already delivered
 
 
+def test_a_skip_past_offsets_without_records_moves_the_position() -> None:
+    """A fetch that found only a transaction's markers answers no records and where to continue: the poll
+    keeps it, and the position moves there (else the member would wait at the marker, its lag 1)."""
+    member = Member("m", JoinOptions(topics=("t",)), None, 0.0, 0.0, assignment={("t", 0)},
+                    positions={("t", 0): 2})
+    skipped = FetchResult("t", 0, TOPIC_SCHEMA.empty_table(), 0, 3, 3, skip_to=3)
+
+    class Markers(FakeLog):
+        def fetch(self, topic, partition, offset, max_records=500, max_bytes=None, timeout_ms=0) -> FetchResult:
+            return skipped
+
+    results, _ = fetch_fairly(Markers({0: 3}), [(("t", 0), 2)], 10, None)
+    assert results == [skipped]
+    assert advance(member, results) == [skipped] and member.positions == {("t", 0): 3}
+    assert advance(member, results) == [] and member.positions == {("t", 0): 3}  # already past: nothing moves
+
+
 def test_auto_commit_commits_what_moved() -> None:
     member = Member("m", JoinOptions(topics=("t",)), None, 0.0, 0.0, assignment={("t", 0), ("t", 1)},
                     positions={("t", 0): 7, ("t", 1): 3})
