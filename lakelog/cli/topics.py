@@ -1,5 +1,5 @@
 """`lakelog topics`: create, list, describe (with the replica report when replicated), alter,
-add-partitions, delete.
+add-partitions, delete, repair (records another Delta writer appended beyond the log end).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typer
 from lakelog.cli.common import OutputOption, broker, output_format, parse_pairs, print_table
 from lakelog.platform import Broker
 
-topics_app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, list, describe, alter, delete and repair topics.", no_args_is_help=True)
 
 
 @topics_app.command("create")
@@ -105,3 +105,23 @@ def topics_delete(name: str) -> None:
     with broker() as b:
         b.delete_topic(name)
     typer.echo(json.dumps({"deleted": name}))
+
+
+@topics_app.command("repair")
+def topics_repair(name: str, output: Optional[str] = OutputOption) -> None:
+    """Remove, in one Delta commit, the records another Delta writer appended beyond the partitions' log
+    ends (refused as DATA_CHANGED_OUTSIDE_LAKELOG); every running node serves the partitions again, no
+    restart. Any other outside change is refused with nothing removed."""
+    with broker() as b:
+        repaired = b.repair_topic(name)
+    if output_format(output) == "json":
+        typer.echo(json.dumps({"topic": name, "repaired": [vars(r) | {"files": list(r.files)} for r in repaired]}))
+        return
+    if not repaired:
+        typer.echo(f"nothing to repair: no partition of topic {name!r} holds records beyond its log end")
+        return
+    print_table(["TOPIC", "PARTITION", "LOG-END-OFFSET", "REMOVED-RECORDS", "REMOVED-OFFSETS", "FILES"],
+                [[name, r.partition, r.log_end_offset, r.records, f"{r.first_offset}-{r.last_offset}",
+                  ",".join(r.files)] for r in repaired])
+    typer.echo(f"removed {sum(r.records for r in repaired)} records appended outside lakelog from "
+               f"{len(repaired)} partition(s) of topic {name!r}: the partitions are served again")

@@ -35,6 +35,7 @@ from lakelog.platform.fetch import Fetcher
 from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.open_topic import OpenTopic
+from lakelog.platform.outside_repair import RepairedPartition
 from lakelog.platform.records import FetchResult
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
@@ -155,6 +156,11 @@ class Broker(Producing, LogEnds):
                     storage.delete_tree(storage.uri(topic_path(name)))
                 except OSError:
                     log.warning("topic %s not deleted at %s (unreachable)", name, storage.root)
+
+    def repair_topic(self, name: str) -> list[RepairedPartition]:
+        """Remove the records another Delta writer appended beyond the topic's log ends, in one commit that
+        lifts the partitions' refusal on every node loading it (outside_repair.py); [] when there are none."""
+        return self.topic_log(name).repair_outside_appends()
 
     def topic(self, name: str) -> TopicMeta:
         return self._open(name).meta

@@ -6,7 +6,10 @@ their content (content_index.py) and serves on. Any other change of a partition'
 an append (its offsets are not in the partition's SetTransaction, so lakelog would hand them out again),
 a delete, update, merge, overwrite or restore — would make lakelog answer a duplicate offset or skip a
 record. lakelog cannot tell what the change meant, so it does not guess: the partition is refused
-(`DataChangedOutside` and a WARNING) until the table is repaired and the node restarted.
+(`DataChangedOutside` and a WARNING). Records appended beyond the log end are repaired by `lakelog topics
+repair` (outside_repair.py): one lakelog commit removes their files and names the partitions it repaired
+(`REPAIRED`), and every node whose load reads that commit lifts those refusals; no restart. Any other change
+(a delete, an overwrite, offsets held twice) is refused until the table is restored and the node restarted.
 
 Three checks, none on the produce path's steady state:
 - every commit of another writer (no `lakelog.commitId` in its commitInfo: lakelog's appends and
@@ -41,6 +44,10 @@ EVERY_PARTITION = -1  # a change whose files could not be read: which partitions
 # Commits kept in the log (log.RETAINED_COMMITS): a load further behind may find them cleaned up.
 COMMITS_READ_MAX = 100
 
+# commitInfo of lakelog's repair commit (outside_repair.py): the partitions whose records beyond the log end it
+# removed. A node reading it lifts their refusals for an append (a refusal of any other change stays).
+REPAIRED = "lakelog.repairedPartitions"
+
 Entries = Callable[[DataFile], "list[SegmentFile] | None"]  # a file's index entries; None: it cannot be read
 
 
@@ -55,6 +62,7 @@ class Commit:
     added: list[DataFile]
     removed: list[DataFile]
     data_change: bool  # any add or remove marked dataChange=true
+    repaired: tuple[int, ...] = ()  # lakelog's repair commit: the partitions it repaired (REPAIRED)
 
     def describe(self) -> str:
         return f"{self.operation or 'a commit'} by {self.engine or 'another writer'} at version {self.version}"
@@ -74,7 +82,7 @@ def parse_commit(version: int, commit: bytes) -> Commit:
                 change |= bool(action.get("dataChange", True))
                 files.append(_data_file(action))
     return Commit(version, str(info.get("operation") or ""), str(info.get("engineInfo") or ""), COMMIT_ID in info,
-                  added, removed, change)
+                  added, removed, change, tuple(int(p) for p in info.get(REPAIRED) or ()) if COMMIT_ID in info else ())
 
 
 def _data_file(action: dict) -> DataFile:
@@ -166,16 +174,38 @@ def entries_by_path(index: SegmentIndex) -> dict[str, list[SegmentFile]]:
 
 
 class Refusals:
-    """The partitions of a topic refused on this node, with why; forgotten only by a restart."""
+    """The partitions of a topic refused on this node, with why. A refusal for records appended from outside
+    (`repairable`) is lifted when the node reads lakelog's repair commit of the partition; any other, only by
+    a restart."""
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
         self.why: dict[int, str] = {}
+        self.repairable: set[int] = set()  # refused only for records appended from outside
 
-    def refuse(self, partition: int, why: str) -> None:
-        if partition not in self.why:
-            self.why[partition] = why
-            log.warning("%s: %s. lakelog refuses to serve it", self._name(partition), why)
+    def refuse(self, partition: int, why: str, repairable: bool = False) -> None:
+        """The first reason stays, unless it was repairable and this one is not (a repair would not do)."""
+        if partition in self.why and (repairable or partition not in self.repairable):
+            return
+        self.why[partition] = why
+        if repairable:
+            self.repairable.add(partition)
+        else:
+            self.repairable.discard(partition)
+        log.warning("%s: %s. lakelog refuses to serve it", self._name(partition), why)
+
+    def refused(self, partition: int) -> bool:
+        return partition in self.why or EVERY_PARTITION in self.why
+
+    def lift(self, partitions: Iterable[int], cause: str) -> None:
+        """Lift the repairable refusals of `partitions`: `cause` (lakelog's repair commit) removed the records
+        appended from outside. The partition is checked again at its next read or append."""
+        for partition in partitions:
+            if partition in self.repairable:
+                self.repairable.discard(partition)
+                del self.why[partition]
+                log.warning("%s: refusal lifted: %s removed the records appended beyond its log end",
+                            self._name(partition), cause)
 
     def error(self, partition: int) -> DataChangedOutside | None:
         why = self.why.get(partition, self.why.get(EVERY_PARTITION))
@@ -183,7 +213,12 @@ class Refusals:
             return None
         return DataChangedOutside(
             f"{self._name(partition)} was changed outside lakelog: {why}. lakelog refuses to serve it rather than "
-            f"answer a duplicate offset or skip a record; repair the table and restart lakelog", self.topic, partition)
+            f"answer a duplicate offset or skip a record; {self._remedy(partition)}", self.topic, partition)
+
+    def _remedy(self, partition: int) -> str:
+        if partition in self.repairable and EVERY_PARTITION not in self.why:
+            return f"run `lakelog topics repair {self.topic}` to remove the records appended beyond the log end"
+        return "repair the table and restart lakelog"
 
     def check(self, partition: int) -> None:
         error = self.error(partition)
@@ -243,8 +278,11 @@ class OutsideWatch:
                 log.warning("commits of topic %s not checked yet: %s", self.refusals.topic, exc)
                 self._unchecked = (version, known)
                 return
+            if commit.repaired:
+                self.refusals.lift(commit.repaired, f"lakelog's repair at version {version}")
+            appended_only = commit.data_change and not commit.removed  # repaired, if beyond the log end
             for partition, why in refused.items():
-                self.refusals.refuse(partition, why)
+                self.refusals.refuse(partition, why, repairable=appended_only and partition != EVERY_PARTITION)
 
     def _entries(self, file: DataFile, known: dict[str, list[SegmentFile]]) -> list[SegmentFile] | None:
         """A file's entries: known from the indexes before and after, else read (a file added and removed

@@ -1,5 +1,6 @@
-"""The maintenance jobs' file changes (retention, roll, compaction, delete-records) committed to the log as
-Delta's own OPTIMIZE and DELETE (file_changes.py), and the checks on the files they remove.
+"""The maintenance jobs' file changes (retention, roll, compaction, delete-records, the repair of records
+appended from outside) committed to the log as Delta's own OPTIMIZE and DELETE (file_changes.py), and the
+checks on the files they remove.
 
 Threads: `commit_file_changes` from the job's thread (a Spark driver, `lakelog jobs`, the scheduler), one
 attempt at a time under the log lock `_lock`; `_check_whole_files` with `_lock` held; `_file_size` also
@@ -15,10 +16,12 @@ from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.delta_log import COMMIT_ID, commit_uri
-from lakelog.platform.errors import InvalidRequest
+from lakelog.platform.errors import DataChangedOutside, InvalidRequest, StorageUnavailable
 from lakelog.platform.file_changes import MAINTENANCE_JOB, encode_file_changes, removed_files
 from lakelog.platform.index import SegmentFile
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
+from lakelog.platform.outside_commits import REPAIRED
+from lakelog.platform.outside_repair import REPAIR_JOB, RepairedPartition, plan_repair
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
@@ -28,13 +31,13 @@ class Maintenance:
     """The maintenance jobs' commits: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
 
     def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool,
-                            job: str = "") -> bool:
+                            job: str = "", info: dict | None = None) -> bool:
         """Commit files added and removed by a maintenance job in one commit of Delta's own kind (an OPTIMIZE
         without `data_change`, else a DELETE: file_changes.py), put only if its version is free. No offset
         moves, so an append taking the version only moves this commit to the next one. False when a
         concurrent commit removed one of `removes` (another job's: the caller re-plans) or appends kept
-        taking the version."""
-        metadata = {COMMIT_ID: uuid.uuid4().hex, **({MAINTENANCE_JOB: job} if job else {})}
+        taking the version. `info`: more commitInfo fields."""
+        metadata = {COMMIT_ID: uuid.uuid4().hex, **({MAINTENANCE_JOB: job} if job else {}), **(info or {})}
         for _ in range(DELTA_COMMIT_RETRIES):
             with self._lock:
                 self.refresh(full=True)  # the snapshot past our own commits, and the files others removed
@@ -61,6 +64,36 @@ class Maintenance:
                 self.conflicts += 1
         log.info("maintenance commit on %s kept losing its version to other commits", self.name)
         return False
+
+    def repair_outside_appends(self) -> list[RepairedPartition]:
+        """Remove, in one commit, the files another writer appended beyond partitions' log ends
+        (outside_repair.py); the commit names the partitions, and each node loading it lifts their refusal.
+        Empty when there is nothing to repair; DataChangedOutside, nothing removed, for a change the repair
+        cannot undo."""
+        for _ in range(DELTA_COMMIT_RETRIES):
+            with self._lock:
+                self.refresh(full=True)
+                partitions = sorted(self._index.partitions)
+                plan = plan_repair({p: list(self._index.partition(p).files) for p in partitions},
+                                   {p: self.log_end_offset(p) for p in partitions})
+            if plan.refused:
+                first = min(plan.refused)
+                reasons = "; ".join(f"partition {p}: {why}" for p, why in sorted(plan.refused.items()))
+                log.warning("repair of topic %s refused, nothing removed: %s", self.name, reasons)
+                raise DataChangedOutside(
+                    f"topic {self.name!r} cannot be repaired, nothing was removed: {reasons}. The repair removes only "
+                    f"files another writer appended wholly beyond a partition's log end; restore the table to its "
+                    f"last version before the change and restart lakelog", self.name, first)
+            if not plan.removes:
+                return []
+            repaired = [r.partition for r in plan.partitions]
+            if self.commit_file_changes([], plan.removes, True, REPAIR_JOB, {REPAIRED: repaired}):
+                for r in plan.partitions:
+                    log.warning("repaired partition %d of topic %s: removed %d records at offsets %d..%d, beyond its "
+                                "log end offset %d, appended by another writer in %s", r.partition, self.name,
+                                r.records, r.first_offset, r.last_offset, r.log_end_offset, ", ".join(r.files))
+                return plan.partitions
+        raise StorageUnavailable(f"the repair of topic {self.name!r} kept losing its commit to others: retry")
 
     def _check_whole_files(self, removes: list[SegmentFile]) -> None:
         """Removing a file holding several partitions drops all of them: every slice must be rewritten."""

@@ -22,6 +22,7 @@ from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.platform.index import SegmentFile
 from lakelog.platform.outside_commits import beyond_log_end
 from lakelog.platform.segment import read_file, read_offsets
+from lakelog.platform.storage import STORAGE_ERRORS
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
@@ -32,6 +33,8 @@ _SEGMENT_READS = ThreadPoolExecutor(max_workers=4 * READ_PARALLELISM, thread_nam
 # On object storage a file up to this size is read whole: one round trip, where a ranged read takes three
 # (the size, the footer unless cached, the columns).
 WHOLE_READ_BYTES = 1 << 20
+# A refused partition's snapshot is at most this old when it is asked for: a repair is seen that soon.
+REFUSED_REFRESH_S = 1.0
 
 
 class Reads:
@@ -77,11 +80,17 @@ class Reads:
 
     def _served(self, partition: int) -> None:
         """Raise DataChangedOutside when another writer changed the partition's records outside lakelog: no
-        offset it holds beyond the log end, nor any change found at a load (outside_commits.py)."""
+        offset it holds beyond the log end, nor any change found at a load (outside_commits.py). A refused
+        partition's snapshot is kept current: the load that reads a repair's commit lifts the refusal."""
+        if self.outside.refusals.refused(partition):
+            try:
+                self.maybe_refresh(REFUSED_REFRESH_S)
+            except STORAGE_ERRORS as exc:  # still refused: checked again at the next call
+                log.warning("snapshot of refused %s not refreshed: %s", self.name, exc)
         with self._lock:
             why = beyond_log_end(self._index.partition(partition).files, self.log_end_offset(partition))
             if why is not None:
-                self.outside.refusals.refuse(partition, why)
+                self.outside.refusals.refuse(partition, why, repairable=True)
             self.outside.refusals.check(partition)
 
     def _read_files(self, partition: int, offset: int, max_records: int, max_bytes: int | None) -> list[pa.Table]:

@@ -111,3 +111,20 @@ def test_a_refused_partition_answers_a_clear_error_mapped_for_http_and_kafka() -
     assert error_code(error) == CODES["KAFKA_STORAGE_ERROR"]
     refusals.refuse(EVERY_PARTITION, "a commit changed files that could not be read")
     assert refusals.error(0) is not None
+
+
+def test_an_append_refusal_is_lifted_by_lakelogs_repair_commit_and_no_other_is() -> None:
+    refusals = Refusals("orders")
+    refusals.refuse(0, "w holds offsets up to 7, beyond the log end offset 5", repairable=True)
+    refusals.refuse(1, "w holds offsets up to 3, beyond the log end offset 2", repairable=True)
+    refusals.refuse(1, "a and w both hold offsets from 1 to 1")  # not repairable: it stays
+    refusals.refuse(2, "DELETE by delta-rs at version 5 changed its records (dataChange=true)")
+    assert "run `lakelog topics repair orders`" in str(refusals.error(0))
+    assert "repair the table and restart lakelog" in str(refusals.error(1))
+    repair = commit({COMMIT_ID: "x", "lakelog.job": "repair", "lakelog.repairedPartitions": [0, 1, 2]},
+                    removes=["w"], data_change=True)
+    assert parse_commit(9, repair).repaired == (0, 1, 2)
+    assert parse_commit(9, commit({"lakelog.repairedPartitions": [0]}, removes=["w"])).repaired == ()  # not lakelog's
+    refusals.lift(parse_commit(9, repair).repaired, "lakelog's repair at version 9")
+    assert refusals.error(0) is None
+    assert "both hold offsets" in str(refusals.error(1)) and refusals.error(2) is not None
