@@ -18,11 +18,11 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lakelog.platform.broker_ends import LogEnds, TopicDescription
 from lakelog.platform.broker_produce import Producing, parse_acks
-from lakelog.platform.catalog import Catalog, TopicMeta
+from lakelog.platform.catalog import Catalog, TopicMeta, replaced
 from lakelog.platform.cluster import Membership, Node
 from lakelog.platform.cluster.errors import NodeUnavailable, NotInCluster
 from lakelog.platform.cluster.forward_objects import ForwardObjects
@@ -41,7 +41,7 @@ from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.schema_registry.registry import SchemaRegistry
-from lakelog.platform.storage import Storage
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
 from lakelog.platform.table_retention import advertise_retention
 from lakelog.platform.topic_config import TopicConfig
 from lakelog.settings import CoreSettings, Settings
@@ -68,6 +68,8 @@ class Broker(Producing, LogEnds):
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage, create=create_catalog)
         self._topics: dict[str, OpenTopic] = {}
+        self._deleting: set[str] = set()  # topics this node is deleting: not opened again meanwhile
+        self.topic_deleted: list[Callable[[str], None]] = []  # told each topic this node deleted (groups' offsets)
         self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
         self._nodes: NodeClient | None = None
         self._leader_reads: LeaderReads | None = None  # a clustered node with the journal: reads past the table
@@ -128,6 +130,7 @@ class Broker(Producing, LogEnds):
 
     def list_topics(self) -> list[TopicMeta]:
         self.catalog.refresh()
+        self._forget_replaced()  # every node drops a deleted topic's table within a refresh (the groups' 1 s)
         return self.catalog.list_topics()
 
     def alter_topic_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
@@ -145,11 +148,18 @@ class Broker(Producing, LogEnds):
     def delete_topic(self, name: str) -> None:
         with self._lock:
             opened = self._topics.pop(name, None)
-        if opened is not None:
-            if self.journal is not None:
-                self.journal.forget_topic(opened)
-            opened.close()
-        self.catalog.delete_topic(name)
+            self._deleting.add(name)
+        try:
+            if opened is not None:
+                if self.journal is not None:
+                    self.journal.forget_topic(opened)
+                opened.close()
+            self.catalog.delete_topic(name)
+        finally:
+            with self._lock:
+                self._deleting.discard(name)
+        for told in self.topic_deleted:
+            told(name)
         if self.replicas is not None:
             for storage in self.replicas.sites.values():
                 try:
@@ -173,7 +183,7 @@ class Broker(Producing, LogEnds):
         changes made at once on this node may answer in either order (a partition count never shrinks)."""
         with self._lock:
             opened = opened or self._topics.get(meta.name)
-            if opened is not None and meta.revision >= opened.meta.revision:
+            if opened is not None and meta.revision >= opened.meta.revision and not replaced(opened.meta, meta):
                 opened.meta = meta
 
     def _open(self, name: str) -> OpenTopic:
@@ -181,17 +191,43 @@ class Broker(Producing, LogEnds):
             raise BrokerClosed("the broker is closed")
         with self._lock:
             opened = self._topics.get(name)
-            if opened is not None:
-                return opened
+        if opened is not None and not replaced(opened.meta, self.catalog.known(name)):
+            return opened
+        if opened is not None:
+            self._forget_replaced([opened])
         meta = self.catalog.get(name)
         with self._lock:
             opened = self._topics.get(name)
             if opened is None:
-                opened = self._topics[name] = OpenTopic(meta, self.settings, self.storage, self.replicas,
-                                                          self.committed, self.schema_registry)
+                if name in self._deleting:  # a table being deleted is not opened again
+                    raise UnknownTopicOrPartition(f"unknown topic {name!r}: it is being deleted")
+                try:
+                    opened = OpenTopic(meta, self.settings, self.storage, self.replicas, self.committed,
+                                       self.schema_registry)
+                except STORAGE_ERRORS:  # its table went with a delete another node made meanwhile?
+                    self.catalog.refresh()
+                    if replaced(meta, self.catalog.known(name)):
+                        raise UnknownTopicOrPartition(f"unknown topic {name!r}: it was deleted") from None
+                    raise
+                self._topics[name] = opened
                 if self.journal is not None:
                     self.journal.attach(opened)
             return opened
+
+    def _forget_replaced(self, candidates: Sequence[OpenTopic] | None = None) -> None:
+        """Drop the open topics (all: None) whose table is no longer their topic's in the catalog: deleted, or
+        the name created again (another node's delete, seen with the catalog's next refresh). Nothing more is
+        committed or checkpointed to such a table: its waiting calls are answered UNKNOWN_TOPIC_OR_PARTITION."""
+        with self._lock:
+            stale = [o for o in (self._topics.values() if candidates is None else candidates)
+                     if self._topics.get(o.meta.name) is o and replaced(o.meta, self.catalog.known(o.meta.name))]
+            for opened in stale:
+                del self._topics[opened.meta.name]
+        for opened in stale:
+            log.info("topic %s was deleted or created again: its former table is closed here", opened.meta.name)
+            if self.journal is not None:
+                self.journal.forget_topic(opened)
+            opened.abandon()
 
     def _open_apart(self, name: str) -> OpenTopic | None:
         """A topic's machinery outside the broker's set (the journal's replay at start), None if no such topic."""
@@ -310,6 +346,11 @@ class Broker(Producing, LogEnds):
             return self._fetcher.fetch(opened, partition, offset, max_records, max_bytes, timeout_ms,
                                        site or self.settings.site, min_bytes, lambda: self._closed,
                                        led_elsewhere=leader is not None)
+        except STORAGE_ERRORS:  # the table deleted under the read (this node's delete, or another's)?
+            self.catalog.refresh()
+            if replaced(opened.meta, self.catalog.known(topic)):
+                raise UnknownTopicOrPartition(f"unknown topic {topic!r}: it was deleted") from None
+            raise
         except OffsetOutOfRange as exc:
             if leader is None or opened.journal is None or offset < exc.log_start_offset:
                 raise
@@ -400,3 +441,4 @@ class Broker(Producing, LogEnds):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import logging
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -58,6 +60,19 @@ class TopicMeta:
     revision: int
     created_ms: int
     updated_ms: int
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        """Kafka's topic id (KIP-516): one per incarnation of the name, so a client tells a topic deleted and
+        created again from the one it knew (librdkafka then takes the new partition count); derived from the
+        name and the creation time, so every node answers the same without storing it."""
+        return uuid.UUID(bytes=hashlib.sha256(f"{self.name}\0{self.created_ms}".encode()).digest()[:16])
+
+
+def replaced(opened: TopicMeta, known: TopicMeta | None) -> bool:
+    """Whether a table opened for the topic `opened` is no longer the topic's, by the catalog's view `known`:
+    the topic was deleted, or deleted and created again (a new creation time). The name alone never says."""
+    return known is None or known.created_ms != opened.created_ms
 
 
 def validate_topic_name(name: Any) -> str:
@@ -144,6 +159,12 @@ class Catalog:
     def list_topics(self) -> list[TopicMeta]:
         with self._lock:
             return sorted(self._topics.values(), key=lambda t: t.name)
+
+    def known(self, name: str) -> TopicMeta | None:
+        """This node's view of a topic as of the last change or refresh applied, without the lock (a change
+        or refresh holds it over storage I/O): for checks on every produce (the dict is replaced or changed
+        whole, one entry at a time)."""
+        return self._topics.get(name)
 
     def get(self, name: str, refresh: bool = True) -> TopicMeta:
         with self._lock:

@@ -12,6 +12,7 @@ import threading
 from typing import Callable
 
 from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.errors import UnknownTopicOrPartition
 from lakelog.platform.cluster.forwarding import TopicForwarder
 from lakelog.platform.journal.topic_state import JournalTopic
 from lakelog.platform.log import TopicLog
@@ -54,3 +55,11 @@ class OpenTopic:
             forwarder.close()
         self.writer.close()
         self.log.close()
+
+    def abandon(self) -> None:
+        """Close a topic whose table is no longer the topic's (deleted, or the name created again): nothing
+        more is committed or checkpointed to it, and the calls waiting for a flush are answered
+        UNKNOWN_TOPIC_OR_PARTITION, which producers retry (to the topic the name has by then)."""
+        self.log.abandoned = True
+        self.writer.abandon(UnknownTopicOrPartition(f"unknown topic {self.meta.name!r}: it was deleted"))
+        self.close()

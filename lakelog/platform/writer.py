@@ -86,6 +86,7 @@ class TopicWriter:
         self.committed = committed or threading.Condition()
         self._flushes = GroupCommit(f"flush-{topic_log.name}", self._flush, linger_ms, batch_bytes,
                                     lambda pending: pending.nbytes)
+        self._abandoned: LakelogError | None = None  # the table is no longer the topic's: every call gets this
 
     def submit(self, pending: PendingProduce) -> Future:
         self._flushes.submit(pending)
@@ -116,7 +117,18 @@ class TopicWriter:
         """Flush what is pending, then stop."""
         self._flushes.close(timeout)
 
+    def abandon(self, error: LakelogError) -> None:
+        """Commit nothing more (the table is no longer the topic's): the calls waiting, and any flush after
+        this, are answered `error`."""
+        self._abandoned = error
+        for pending in self._flushes.waiting():
+            fail(pending.future, error)
+
     def _flush(self, batch: list[PendingProduce]) -> None:
+        if self._abandoned is not None:
+            for pending in batch:
+                fail(pending.future, self._abandoned)
+            return
         calls = checked([p for p in batch if not p.future.done()], self.log.name)
         while True:
             # Other writers of the topic (another node) may have committed batches of our producers: their

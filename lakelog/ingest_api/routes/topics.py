@@ -98,5 +98,6 @@ async def add_partitions(topic: TopicName, body: AddPartitions, services: Svc, p
 async def delete_topic(topic: TopicName, services: Svc, principal: Principal) -> Deleted:
     services.authorizer.check(principal, "delete", "topic", topic)
     await blocking(services.broker.delete_topic, topic)
+    services.open_topics.discard(topic)  # its table is closed: a later produce opens a new topic's afresh
     services.metrics.topics_seen.discard(topic)
     return Deleted(deleted=topic)

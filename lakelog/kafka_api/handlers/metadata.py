@@ -86,7 +86,7 @@ def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyp
     partitions = [Partition(error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
                             replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
                   for p in range(meta.partitions)]
-    return Topic(error_code=0, name=name, is_internal=False, partitions=partitions)
+    return Topic(error_code=0, name=name, topic_id=meta.topic_id, is_internal=False, partitions=partitions)
 
 
 async def find_coordinator(context: Context, call: Call) -> FindCoordinatorResponse:

@@ -126,6 +126,8 @@ class GroupCoordinator(Offsets, Handover):
         self.membership = Membership(initial_rebalance_delay_ms, min_session_timeout_ms, max_session_timeout_ms)
         self._counts: dict[str, int] = {}
         self._counts_at = -1e9
+        self._created: dict[str, int] = {}  # topic -> its creation time, as last seen (Offsets.follow_topics)
+        broker.topic_deleted.append(self.forget_topic)  # a deleted topic's offsets go with it, as in Kafka
         self.store = OffsetStore(broker.storage, self._durable, commit_linger_ms,
                                  broker.settings.request_timeout_ms, self._membership_current)
         for group_id, offsets in self.store.load().items():
@@ -173,8 +175,10 @@ class GroupCoordinator(Offsets, Handover):
     def _partition_counts(self, max_age_s: float = 0.0) -> PartitionCounts:
         """topic -> partitions from the catalog (storage I/O: never called under the lock)."""
         if self._clock() - self._counts_at > max_age_s:
-            self._counts = {t.name: t.partitions for t in self.broker.list_topics()}
+            topics = self.broker.list_topics()
+            self._counts = {t.name: t.partitions for t in topics}
             self._counts_at = self._clock()
+            self.follow_topics({t.name: t.created_ms for t in topics})
         return self._counts
 
     # ---- background -----------------------------------------------------------

@@ -10,10 +10,11 @@ outside it.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
-from typing import Callable
+from typing import Callable, Iterable
 
-from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
+from lakelog.platform.errors import InvalidRequest, StorageUnavailable, UnknownTopicOrPartition
 from lakelog.platform.groups import admin, offsets_topic
 from lakelog.platform.groups.errors import (
     GroupIdNotFound,
@@ -24,6 +25,8 @@ from lakelog.platform.groups.errors import (
 from lakelog.platform.groups.membership import Group, check_group_id
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
 from lakelog.platform.records import TopicPartition
+
+log = logging.getLogger(__name__)
 
 
 class Offsets:
@@ -189,6 +192,35 @@ class Offsets:
                 for tp in chosen if kept is not None else ():
                     kept.committed.pop(tp, None)  # type: ignore[union-attr]
         return {tp: refused.get(tp) for tp in partitions}
+
+    def forget_topic(self, topic: str) -> None:
+        """A topic this node deleted: its committed offsets go, as Kafka deletes them with the topic, from
+        the table (the commits accepted before it written first) and from the groups held here; a new topic of
+        the name starts without them. Other nodes drop theirs from memory with their next catalog refresh
+        (`follow_topics`). A commit for it after this is refused: the topic is unknown."""
+        self.store.flush()
+        try:
+            self.store.delete_topic(topic)
+        except StorageUnavailable as exc:
+            log.warning("topic %s is deleted, but its committed offsets are still in the offsets table: %s "
+                        "(DeleteGroups or OffsetDelete removes them)", topic, exc)
+        self.follow_topics({t: c for t, c in self._created.items() if t != topic}, {topic})
+
+    def follow_topics(self, created: dict[str, int], gone: Iterable[str] = ()) -> None:
+        """The catalog's topics now (name -> creation time): the committed offsets of a topic deleted since
+        the last look (or in `gone`) leave the groups held here; those of a topic deleted and created again
+        are read again from the table, which holds the new topic's only (storage I/O: never under the lock)."""
+        seen, self._created = self._created, created
+        changed = set(gone) | {t for t, at in seen.items() if created.get(t) != at}
+        if not changed:
+            return
+        again = {t for t in changed if t in created}
+        reloaded = self.store.load() if again else {}
+        with self._lock:
+            for group in self.membership.groups.values():
+                for tp in [tp for tp in group.committed if tp[0] in changed]:
+                    del group.committed[tp]
+                group.committed.update({tp: c for tp, c in reloaded.get(group.group_id, {}).items() if tp[0] in again})
 
     def lag(self, group_id: str) -> list[admin.PartitionLag]:
         """Per partition: committed offset, log end offset, lag and the member owning it on this node."""

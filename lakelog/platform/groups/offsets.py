@@ -120,6 +120,10 @@ class OffsetStore:
         many rows went. A concurrent append conflicting with the delete is retried until the timeout."""
         return self._delete(f'"group" = {_sql(group_id)}', f"the offsets of group {group_id!r}")
 
+    def delete_topic(self, topic: str) -> int:
+        """Remove every group's committed offsets of a topic (deleted: Kafka deletes them with it)."""
+        return self._delete(f'"topic" = {_sql(topic)}', f"the offsets of topic {topic!r}")
+
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> int:
         """Remove a group's committed offsets of these partitions (Kafka's OffsetDelete)."""
         if not partitions:

@@ -69,10 +69,12 @@ class Checkpoints:
 
     def close(self, timeout_s: float = 30) -> None:
         """Let the background checkpoint finish and, if this node committed a full interval past its last
-        checkpoint, checkpoint the latest version: the next node to open the topic replays few commits."""
+        checkpoint, checkpoint the latest version: the next node to open the topic replays few commits. An
+        abandoned table (its topic deleted) gets none: a new topic of the name may own the folder."""
         with self._checkpoints:
             self._checkpoints.wait_for(lambda: not self._checkpointing, timeout_s)
-            behind = self.commits > 0 and self._version - max(self._checkpointed, self._opened_at) >= CHECKPOINT_INTERVAL
+            behind = not self.abandoned and self.commits > 0 \
+                and self._version - max(self._checkpointed, self._opened_at) >= CHECKPOINT_INTERVAL
             if behind:
                 self._checkpointed = self._version
         if behind:

@@ -26,7 +26,7 @@ from deltalake.transaction import AddAction, Transaction
 from lakelog.platform.checkpoint import Append
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
-from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed
+from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed, UnknownTopicOrPartition
 from lakelog.platform.index import SegmentFile, slices_to_commit
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
@@ -87,6 +87,8 @@ class Commits:
                         typed, written = None, None  # files written with the column are not committed
                 if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
+                if self.abandoned:  # a new topic of the name may own the folder: not a byte is written to it
+                    raise UnknownTopicOrPartition(f"unknown topic {self.name!r}: it was deleted; nothing committed")
                 failure = failure or self._refresh_if_stale() or self._check_producers(producer_ids)
                 if failure is None:  # else the log or other writers' commits could not be read: try again
                     for p, _, _ in runs:

@@ -88,6 +88,7 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
         # With the node journal on (set by journal/node.py), which assigns this topic's offsets from memory:
         # a reservation takes offsets inside it (its acknowledged entries committed first, no flush meanwhile).
         self.journal_exclusive: Callable[[], ContextManager[None]] = nullcontext
+        self.abandoned = False  # the table is no longer the topic's (deleted, or created again): commit nothing
         # Versions other writers committed since this node's producer state was last checked against them
         # (inclusive ranges), and the producer ids found in those read so far (None: any producer).
         self._foreign: list[tuple[int, int]] = []
