@@ -74,7 +74,11 @@ def create_on_first_use(broker: Broker, authorizer: Authorizer, principal: str, 
     config = {"replication.factor": replication_factor} if broker.replicas is not None else None
     try:
         meta = broker.create_topic(name, partitions, config)
-    except TopicAlreadyExists:  # another call or node created it first: theirs is the topic
-        return broker.catalog.get(name)
+    except TopicAlreadyExists as exists:  # another call or node created it first: theirs is the topic
+        try:
+            return broker.catalog.get(name)
+        except UnknownTopicOrPartition:  # no topic: the name's former table is still being deleted
+            log.warning("topic %s not created on first use: %s", name, exists)
+            raise exists from None
     log.info("created topic %s on first use (%d partitions) for principal %r", name, meta.partitions, principal)
     return meta

@@ -9,6 +9,7 @@ at once. A produce over HTTP creates the missing topic the same way (same settin
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 import subprocess
 import time
 from typing import Any
@@ -19,6 +20,8 @@ from confluent_kafka import KafkaError, Producer
 from kafka.protocol.metadata import MetadataRequest
 
 from lakelog.kafka_api.errors import CODES
+from lakelog.platform import Broker
+from lakelog.settings import Settings
 from tests.http import conftest as http_fixtures
 from tests.kafka import raw_calls
 from tests.log_check import assert_topic_intact
@@ -172,3 +175,38 @@ def test_http_produce_creates_the_missing_topic(start_server) -> None:
                           json={"records": [{"value": "a", "partition": 2}]}, timeout=STUCK_S)
     assert (response.status_code, response.json()["error_code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION")
     assert topic_detail(server, "never-made").status_code == 404
+
+
+def test_http_produce_creates_a_topic_another_node_deleted(start_server) -> None:
+    """This node opened the topic; another node deletes it: once this node's catalog shows it (its next
+    refresh, within a second), the next produce creates it again (the node's note of open topics is only a
+    hint), with offsets from 0."""
+    server = start_server()
+    produce = lambda: httpx.post(f"{server.url}/v1/topics/moved/records", json={"records": [{"value": "a"}]},
+                                 timeout=STUCK_S)
+    assert produce().json()["offsets"][0]["offset"] == 0
+    assert produce().json()["offsets"][0]["offset"] == 1
+    with Broker(Settings(root=server.root)) as other:  # another node on the root
+        other.delete_topic("moved")
+    deadline = time.monotonic() + STUCK_S
+    while "moved" in [t["name"] for t in httpx.get(f"{server.url}/v1/topics", timeout=STUCK_S).json()["topics"]]:
+        assert time.monotonic() < deadline, "the node never saw the delete"
+        time.sleep(0.1)
+    answer = produce()
+    assert answer.status_code == 200 and answer.json()["offsets"][0]["offset"] == 0, answer.text
+    assert_topic_intact(server.root, "moved")
+
+
+def test_a_former_table_still_being_deleted_is_not_yet_created(start_server) -> None:
+    """What an interrupted delete left in the name's folder keeps it from being created (Metadata answers
+    LEADER_NOT_AVAILABLE, which clients retry, as Kafka answers a topic it cannot create yet) until `lakelog
+    topics delete` finishes the delete."""
+    server = start_server()
+    log_folder = Path(server.root, "topics", "halfway", "_delta_log")
+    log_folder.mkdir(parents=True)
+    (log_folder / "00000000000000000007.json").write_text("{}")  # a commit of a table deleted halfway
+    assert metadata(server.bootstrap, "halfway", 9).error_code == CODES["LEADER_NOT_AVAILABLE"]
+    with Broker(Settings(root=server.root)) as admin:
+        admin.delete_topic("halfway")  # finishes the interrupted delete
+    answered = metadata(server.bootstrap, "halfway", 9)
+    assert answered.error_code == 0 and len(answered.partitions) == 1

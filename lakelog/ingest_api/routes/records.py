@@ -19,6 +19,7 @@ from lakelog.ingest_api.dependencies import Services, blocking, current_services
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
 from lakelog.platform import auto_create, typed_fetch, typed_produce
+from lakelog.platform.catalog import TopicMeta
 from lakelog.platform.errors import UnknownTopicOrPartition
 from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
 from lakelog.platform.typed_column import TYPED_COLUMN
@@ -147,10 +148,7 @@ def parse_body(content_type: str, body: bytes, key_format: str, value_format: st
 
 async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str,
                            timeout_ms: int | None, producer: object, principal: str) -> ProduceResult:
-    if topic not in services.open_topics:  # first use opens the topic's table: storage I/O, off the event loop
-        await blocking(open_or_create, services, topic, parsed, principal)
-        services.open_topics.add(topic)
-    if services.broker.topic(topic).config.validates_schemas:
+    if (await opened(services, topic, parsed, principal)).config.validates_schemas:
         future = await blocking(produce_typed, services, topic, parsed, acks, timeout_ms, producer)
     else:
         future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)  # type: ignore[arg-type]
@@ -159,20 +157,32 @@ async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedP
     return await asyncio.shield(asyncio.wrap_future(future))
 
 
-def open_or_create(services: Services, topic: str, parsed: codec.ParsedProduce, principal: str) -> None:
+async def opened(services: Services, topic: str, parsed: codec.ParsedProduce, principal: str) -> TopicMeta:
+    """The topic, its table open: the first use opens it (storage I/O, off the event loop). `open_topics` is a
+    hint: a topic deleted since (by another node) is looked up again, and created if auto-creation is on."""
+    if topic in services.open_topics:
+        try:
+            return services.broker.topic(topic)
+        except UnknownTopicOrPartition:
+            services.open_topics.discard(topic)
+    meta = await blocking(open_or_create, services, topic, parsed, principal)
+    services.open_topics.add(topic)
+    return meta
+
+
+def open_or_create(services: Services, topic: str, parsed: codec.ParsedProduce, principal: str) -> TopicMeta:
     """The topic's table opened (blocking); a missing topic created first when auto.create.topics.enable is
     on, as a Kafka client's Metadata creates it (the same setting and the same CREATE right)."""
     settings = services.settings
     try:
-        services.broker.topic(topic)
-        return
+        return services.broker.topic(topic)
     except UnknownTopicOrPartition:
         if not settings.auto_create_topics_enable or not auto_create.creatable(topic):
             raise
     auto_create.create_on_first_use(services.broker, services.authorizer, principal, topic, settings.num_partitions,
                                     settings.default_replication_factor,
                                     least_partitions=auto_create.highest_partition(parsed.records) + 1)
-    services.broker.topic(topic)
+    return services.broker.topic(topic)
 
 
 def produce_typed(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str, timeout_ms: int | None,

@@ -8,13 +8,14 @@ from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
 from lakelog.kafka_api import nodes, protocol
 from lakelog.kafka_api.context import Context
-from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.errors import CODES, KafkaProtocolError, error_code
 from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.handlers.cluster import cluster_operations  # v8-v10 answer them (librdkafka asks)
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform import auto_create
 from lakelog.platform.catalog import TopicMeta, missing_topic
+from lakelog.platform.errors import TopicAlreadyExists
 
 Broker = MetadataResponse.MetadataResponseBroker
 Topic = MetadataResponse.MetadataResponseTopic
@@ -67,6 +68,8 @@ def _create_missing(context: Context, names: list[str]) -> dict[str, TopicMeta |
             found[name] = auto_create.create_on_first_use(services.broker, services.authorizer, context.principal,
                                                           name, settings.num_partitions,
                                                           settings.default_replication_factor)
+        except TopicAlreadyExists as exc:  # a former table still being deleted: not yet, as Kafka answers it
+            found[name] = KafkaProtocolError(str(exc), CODES["LEADER_NOT_AVAILABLE"])
         except Exception as exc:
             found[name] = exc
     return found

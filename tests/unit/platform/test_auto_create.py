@@ -30,6 +30,8 @@ class FakeCatalog:
         self.topics: dict[str, TopicMeta] = {}
 
     def get(self, name: str) -> TopicMeta:
+        if name not in self.topics:
+            raise UnknownTopicOrPartition(f"unknown topic {name!r}")
         return self.topics[name]
 
 
@@ -41,8 +43,11 @@ class FakeBroker:
         self.winner = winner
         self.replicas = replicas
         self.created: list[tuple[str, int, Any]] = []
+        self.being_deleted = False  # the name's former table is still being deleted: no topic, no create
 
     def create_topic(self, name: str, partitions: int, config: Any = None) -> TopicMeta:
+        if self.being_deleted:
+            raise TopicAlreadyExists(f"topic {name!r} is marked for deletion")
         if self.winner is not None:
             self.catalog.topics[name] = self.winner
             raise TopicAlreadyExists(f"topic {name!r} already exists")
@@ -113,3 +118,10 @@ def test_refusals_create_nothing() -> None:
     with pytest.raises(InvalidTopic):
         create(broker, anyone(), name="__consumer_offsets")
     assert broker.created == []
+
+
+def test_a_former_table_still_being_deleted_is_refused_as_such() -> None:
+    broker = FakeBroker()
+    broker.being_deleted = True
+    with pytest.raises(TopicAlreadyExists, match="marked for deletion"):  # not a lost race: no topic to answer
+        create(broker, anyone())
