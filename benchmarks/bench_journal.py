@@ -1,25 +1,35 @@
-"""The node journal against a commit per topic (issue 26): object requests and produce latency at 1, 30
-and 300 topics, and what idle topics cost, journal on and off side by side in one run; and 1,000 topics
-with the journal on (off, every call is its own commit already at 300).
+"""The node journal, lakelog's one write path, at its default settings (issue 41): object requests, produce
+latency and table freshness at 1, 30, 300 and 1,000 topics, and what idle topics cost.
 
-moto's S3 server behind the delaying, counting proxy (tests/s3_latency.py) at a 30 ms round trip. The
-topics are created once (one root, no added delay: topic admin is measured in bench_s3); each measured
-point is its own broker, which opens its topics (a first produce each) and commits them with no delay
-either, then takes 100 produce calls a second of one 100-byte record each, round-robin over the topics,
-issued on their own threads so a slow call does not hold back the next. With the journal on,
-`table.commit.interval.ms` is 5 s (the default is 10 s), so the window holds table commits too,
-paced to the node's default `journal_table_commit_rate` (5 a second) past 25 topics. Every
-object request is counted over the measured window, which ends once every call is acknowledged (journal
-on: durable in the journal; off: committed): PUTs (journal objects, data files, commit files,
-checkpoints, epoch claims) and the others (GET, HEAD, LIST, DELETE). Idle: before the 300-topic load,
-10 s with the topics opened and committed and no call. Each PUT/s figure's note says how many calls were
-acknowledged a second (below 100 when the node did not keep up: PUT/s is then what it managed, and PUTs
-per call scale it to the offered rate) and, journal on, the journal's PUTs and the table commits a second.
-The journal-off points run first, so each journal-on broker meets tables the previous brokers left committed.
+moto's S3 server behind the delaying, counting proxy (tests/s3_latency.py) at a 30 ms round trip. Nothing is
+tuned: the node's defaults (`linger_ms` 0, the journal flush a group commit; `journal_table_commit_rate` 15
+table commits a second) and the topics' (`table.commit.interval.ms` 1 s), because those are what a deployment
+gets. The topics (one partition each) are created through a broker with no added delay (topic admin is
+measured in bench_s3), before the first point that needs them; each measured point is its own broker, which
+opens its topics (a first produce each, committed) with no delay either, then takes 100 produce calls a
+second of one 100-byte record each, round-robin over the topics, each answered at the journal's
+acknowledgement (`produce_async`) and issued on its own so a slow call does not hold back the next. After a
+2 s warm-up, every object request through the proxy is counted over the measured window, which ends once
+every call is acknowledged: PUTs (journal objects, data files, commit files, checkpoints, epoch claims; the
+target, <= 25 a second at every topic count, is issue 41's) and the others (GET, HEAD, LIST, DELETE). Each
+PUT/s figure's note says how many calls were acknowledged a second (below 100 when the node did not keep up:
+PUT/s is then what it managed), the journal's PUTs and the table commits a second. Produce latency (p50
+<= 100 ms, p99 <= 250 ms at every topic count) is from the call to its acknowledgement.
+
+Table freshness: one call a second in the window is a marker, sent to a topic picked across all of them
+rather than round-robin (so the markers sample many tables), and its acknowledgement time is noted. A Delta
+reader in another process (benchmarks/journal_freshness.py: `deltalake.DeltaTable`, talking to moto
+directly so its requests are not counted as the broker's) polls each marked table by version and log end
+until the record is in it; freshness is acknowledgement to visible, judged by its maximum (<= 2 s at 1 and 30
+topics, <= 60 s at 300; at 1,000 reported only: at 15 table commits a second a round of 1,000 topics takes
+67 s). The broker keeps running after the window until every marker is visible or a cap passes (a marker
+never seen counts at its age then). Idle: before the 300-topic load, 10 s with the topics opened and
+committed and no call. `quick` (a smoke run): 6 s windows, no 1,000-topic point, a shorter freshness cap.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from concurrent.futures import Future
@@ -29,21 +39,28 @@ from typing import Callable
 from rich.console import Console
 
 from benchmarks.common import Figure, percentile, s3_behind_proxy
+from benchmarks.journal_freshness import Freshness, FreshnessReader
 from lakelog.platform import Broker, Record
+from lakelog.platform.layout import topic_path
+from lakelog.platform.storage import Storage
 from lakelog.settings import Settings
 from tests.conftest import S3Endpoint
 from tests.s3_latency import KINDS, S3_STANDARD, DelayProxy
 
 SUITE = "journal"
 BUCKET = "lakelog-bench-journal"
-TOPIC_COUNTS = (1, 30, 300)
-JOURNAL_ONLY_COUNTS = (1000,)  # journal on only: off, every call is its own commit from 300 topics on
+TOPIC_COUNTS = (1, 30, 300, 1000)
+QUICK_TOPIC_COUNTS = (1, 30, 300)  # quick: creating and opening 700 more topics would take most of the run
+IDLE_TOPICS = 300
 RATE = 100.0  # produce calls a second
-COMMIT_INTERVAL_MS = 5_000
+MARKERS_PER_S = 1.0  # of those, marker records whose table freshness is measured
 WARMUP_S = 2.0
 IDLE_S = 10.0
-PUT_TARGET = 25.0  # PUT/s at 100 calls/s over 30 and over 300 topics (issue 26)
-P50_TARGET, P99_TARGET = 100.0, 250.0  # produce latency (ms) at 1, 30 and 300 topics (issue 26)
+WINDOW_S, QUICK_WINDOW_S = 15.0, 6.0
+FRESHNESS_CAP_S, QUICK_FRESHNESS_CAP_S = 150.0, 45.0  # how long after the window markers are waited for
+PUT_TARGET = 25.0  # PUT/s at 100 calls/s, at every topic count (issue 41)
+P50_TARGET, P99_TARGET = 100.0, 250.0  # produce latency (ms), at every topic count (issue 41)
+FRESHNESS_TARGETS = {1: 2.0, 30: 2.0, 300: 60.0}  # seconds, the maximum; none at 1,000 (issue 41)
 OTHER_KINDS = ("get", "head", "list", "delete", "other")
 
 
@@ -78,12 +95,13 @@ class Window:
 @dataclass
 class Point:
     topics: int
-    journal: bool
     window: Window
     p50: float
     p99: float
     calls: int  # acknowledged in the window (offered: RATE a second)
-    table_commits: int  # journal on: table commits behind the journal in the window
+    table_commits: int  # table commits behind the journal in the window
+    freshness: Freshness
+    reader_s: float  # how long the freshness reader ran (window and wait after it)
 
 
 def counted(proxy: DelayProxy, since: int, seconds: float) -> Window:
@@ -99,26 +117,48 @@ def names_of(topics: int) -> list[str]:
     return [f"bench-{n}" for n in range(topics)]
 
 
-def settings_of(root: str, endpoint: S3Endpoint, journal: bool) -> Settings:
-    return Settings(root=root, storage=endpoint.options, linger_ms=5, journal_enable=journal)
+def settings_of(root: str, endpoint: S3Endpoint) -> Settings:
+    return Settings(root=root, storage=endpoint.options)  # the defaults: what is measured
 
 
 def create_topics(root: str, endpoint: S3Endpoint, names: list[str]) -> None:
-    with Broker(settings_of(root, endpoint, journal=False)) as broker:
+    with Broker(settings_of(root, endpoint)) as broker:
         for name in names:
-            broker.create_topic(name, 1, {"table.commit.interval.ms": COMMIT_INTERVAL_MS})
+            broker.create_topic(name, 1)
 
 
 def open_topics(broker: Broker, names: list[str]) -> None:
-    """A first produce to each topic, then everything committed: no table commit of the opening is left
-    for the measured window."""
+    """A first produce to each topic (committed to its table before it returns), then everything
+    committed: no table commit of the opening is left for the measured window."""
     for name in names:
         broker.produce(name, [Record(b"warm")])
     broker.flush()
 
 
-def load(broker: Broker, names: list[str], duration: float, latencies: list[float] | None) -> None:
-    """`RATE` calls a second for `duration` s, round-robin over `names`; each call's latency (s) appended."""
+class Markers:
+    """Picks the calls that are markers and tells the freshness reader when each is acknowledged."""
+
+    def __init__(self, reader: FreshnessReader, uris: dict[str, str], names: list[str]) -> None:
+        self.reader, self.uris, self.names = reader, uris, names
+        self.every = max(1, round(RATE / MARKERS_PER_S))
+        self._pick = random.Random(41)
+
+    def topic_of(self, i: int) -> str | None:
+        """The topic of call `i` if it is a marker (spread over the topics, unlike the round-robin)."""
+        return self._pick.choice(self.names) if i % self.every == 0 else None
+
+    def acknowledged(self, topic: str) -> Callable[[Future], None]:
+        def done(future: Future) -> None:
+            acked = time.monotonic()
+            result = future.result()
+            self.reader.mark(self.uris[topic], int(result.partitions[0]), int(result.offsets[0]), acked)
+        return done
+
+
+def load(broker: Broker, names: list[str], duration: float, latencies: list[float] | None,
+         markers: Markers | None = None) -> None:
+    """`RATE` calls a second for `duration` s, round-robin over `names` (markers excepted); each call's
+    latency (s) appended."""
     lock = threading.Lock()
 
     def record_latency(started: float) -> Callable[[Future], None]:
@@ -132,19 +172,26 @@ def load(broker: Broker, names: list[str], duration: float, latencies: list[floa
     i = 0
     while (now := time.perf_counter()) - start < duration:
         time.sleep(max(0.0, start + i / RATE - now))
-        future = broker.produce_async(names[i % len(names)], [Record(b"v" * 100, key=b"k%d" % i)])
+        marker = markers.topic_of(i) if markers is not None else None
+        topic = marker or names[i % len(names)]
+        future = broker.produce_async(topic, [Record(b"v" * 100, key=b"k%d" % i)])
         if latencies is not None:
             future.add_done_callback(record_latency(time.perf_counter()))
+        if marker is not None:
+            future.add_done_callback(markers.acknowledged(marker))  # type: ignore[union-attr]
         i += 1
 
 
-def bench_point(root: str, endpoint: S3Endpoint, proxy: DelayProxy, journal: bool, topics: int,
-                seconds: float, idle_s: float = 0.0) -> tuple[Point, Window | None]:
-    """Object requests and produce latency (ms) over `seconds` of load after a warm-up of `WARMUP_S`; with
-    `idle_s`, first the object requests over that long with the topics opened and committed, and no call."""
+def bench_point(root: str, endpoint: S3Endpoint, direct: S3Endpoint, proxy: DelayProxy, topics: int,
+                seconds: float, freshness_cap: float, idle_s: float = 0.0) -> tuple[Point, Window | None]:
+    """Object requests and produce latency (ms) over `seconds` of load after a warm-up of `WARMUP_S`, table
+    freshness of the window's markers (waited for up to `freshness_cap` s after it); with `idle_s`, first
+    the object requests over that long with the topics opened and committed, and no call."""
     proxy.delay = 0.0
     names = names_of(topics)
-    with Broker(settings_of(root, endpoint, journal)) as broker:
+    store = Storage.open(root, direct.options)  # the reader's view: moto itself, not the counting proxy
+    uris = {name: store.uri(topic_path(name)) for name in names}
+    with FreshnessReader(store.delta_options()) as reader, Broker(settings_of(root, endpoint)) as broker:
         open_topics(broker, names)
         proxy.delay = S3_STANDARD
         idle = None
@@ -155,103 +202,78 @@ def bench_point(root: str, endpoint: S3Endpoint, proxy: DelayProxy, journal: boo
         latencies: list[float] = []
         load(broker, names, WARMUP_S, None)
         since = proxy.counter.position()
-        commits = broker.journal.committer.commits if journal else 0  # type: ignore[union-attr]
+        commits = broker.journal.committer.commits
         started = time.perf_counter()
-        load(broker, names, seconds, latencies)
-        broker.flush() if not journal else broker.journal.writer.drain()  # type: ignore[union-attr]
+        load(broker, names, seconds, latencies, Markers(reader, uris, names))
+        broker.journal.writer.drain()
         window = counted(proxy, since, time.perf_counter() - started)
-        commits = broker.journal.committer.commits - commits if journal else 0  # type: ignore[union-attr]
+        commits = broker.journal.committer.commits - commits
+        freshness = reader.finish(freshness_cap)  # the broker goes on committing meanwhile, at 30 ms RTT
+        reader_s = time.perf_counter() - started
         proxy.delay = 0.0
-    point = Point(topics, journal, window, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
-                  len(latencies), commits)
+    point = Point(topics, window, percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000,
+                  len(latencies), commits, freshness, reader_s)
     return point, idle
 
 
-def point_figures(on: Point, off: Point | None) -> list[Figure]:
-    """One topic count, journal off (when measured) then on; ratios are on / off."""
-    figures: list[Figure] = []
-    put_target = on.topics >= 30
-    for p in [p for p in (off, on) if p is not None]:
-        where = f"{p.topics} topic{'s' if p.topics > 1 else ''}, {RATE:.0f} calls/s, 30 ms RTT, " \
-                f"journal {'on' if p.journal else 'off'}"
-        judged = p.journal
-        base = off if judged else None  # what the on figures are compared with
-
-        def ratio(value: float, of: Callable[[Point], float]) -> float | None:
-            return value / of(base) if base is not None and of(base) else None
-
-        w = p.window
-        figures += [
-            Figure(SUITE, f"PUT/s, {where}", w.put_s, "PUT/s",
-                   f"<= {PUT_TARGET:.0f}" if judged and put_target else "",
-                   w.put_s <= PUT_TARGET if judged and put_target else None,
-                   ratio=ratio(w.put_s, lambda b: b.window.put_s),
-                   note=f"{p.calls} calls acknowledged over {w.seconds:.1f} s, {p.calls / w.seconds:.0f}/s; "
-                        + (f"journal PUTs {w.journal_put_s:.1f}/s, table commits {p.table_commits / w.seconds:.1f}/s"
-                           if p.journal else f"{w.put_s * w.seconds / max(p.calls, 1):.2f} PUTs per call")),
-            Figure(SUITE, f"other object requests/s, {where}", w.other_s, "req/s",
-                   ratio=ratio(w.other_s, lambda b: b.window.other_s), note=w.other_note()),
-            Figure(SUITE, f"produce p50, {where}", p.p50, "ms", f"<= {P50_TARGET:.0f} ms" if judged else "",
-                   p.p50 <= P50_TARGET if judged else None, ratio=ratio(p.p50, lambda b: b.p50)),
-            Figure(SUITE, f"produce p99, {where}", p.p99, "ms", f"<= {P99_TARGET:.0f} ms" if judged else "",
-                   p.p99 <= P99_TARGET if judged else None, ratio=ratio(p.p99, lambda b: b.p99)),
-        ]
-    return figures
-
-
-def idle_figures(on: Window, off: Window, topics: int) -> list[Figure]:
+def point_figures(p: Point) -> list[Figure]:
+    where = f"{p.topics:,} topic{'s' if p.topics > 1 else ''}, {RATE:.0f} calls/s, 30 ms RTT"
+    w = p.window
+    fresh = p.freshness
+    target = FRESHNESS_TARGETS.get(p.topics)
     return [
-        Figure(SUITE, f"object requests/s, {topics} idle topics, journal off", off.total_s, "req/s",
-               note=f"over {off.seconds:.0f} s; PUT {off.put_s:.1f}/s"
-                    + (f", {off.other_note()}" if off.other_s else "")),
-        Figure(SUITE, f"object requests/s, {topics} idle topics, journal on", on.total_s, "req/s", "0 (cost nothing)",
-               on.total_s == 0,
-               note=f"over {on.seconds:.0f} s; PUT {on.put_s:.1f}/s" + (f", {on.other_note()}" if on.other_s else "")),
+        Figure(SUITE, f"PUT/s, {where}", w.put_s, "PUT/s", f"<= {PUT_TARGET:.0f}", w.put_s <= PUT_TARGET,
+               note=f"{p.calls} calls acknowledged over {w.seconds:.1f} s, {p.calls / w.seconds:.0f}/s; "
+                    f"journal PUTs {w.journal_put_s:.1f}/s, table commits {p.table_commits / w.seconds:.1f}/s"),
+        Figure(SUITE, f"other object requests/s, {where}", w.other_s, "req/s", note=w.other_note()),
+        Figure(SUITE, f"produce p50, {where}", p.p50, "ms", f"<= {P50_TARGET:.0f} ms", p.p50 <= P50_TARGET),
+        Figure(SUITE, f"produce p99, {where}", p.p99, "ms", f"<= {P99_TARGET:.0f} ms", p.p99 <= P99_TARGET),
+        Figure(SUITE, f"table freshness p50, {where}", fresh.p50, "s", note=fresh.note(p.reader_s)),
+        Figure(SUITE, f"table freshness max, {where}", fresh.max, "s",
+               f"<= {target:.0f} s" if target is not None else "",
+               (fresh.max <= target and not fresh.unseen and fresh.markers > 0) if target is not None else None,
+               note="acknowledgement to visible in the table, for a Delta reader in another process"),
     ]
 
 
-def windows(quick: bool) -> dict[tuple[bool, int], float]:
-    """Seconds measured per point: shorter for the 300-topic journal-off point (every call its own
-    commit, the slowest and least interesting)."""
-    full = 6.0 if quick else 15.0
-    return {(journal, topics): (full / 2 if not journal and topics == max(TOPIC_COUNTS) else full)
-            for journal in (False, True) for topics in TOPIC_COUNTS}
+def idle_figures(idle: Window, topics: int) -> list[Figure]:
+    return [Figure(SUITE, f"object requests/s, {topics} idle topics", idle.total_s, "req/s", "0 (cost nothing)",
+                   idle.total_s == 0,
+                   note=f"over {idle.seconds:.0f} s; PUT {idle.put_s:.1f}/s"
+                        + (f", {idle.other_note()}" if idle.other_s else ""))]
 
 
 def run(console: Console, quick: bool = False) -> list[Figure]:
-    seconds = windows(quick)
+    counts = QUICK_TOPIC_COUNTS if quick else TOPIC_COUNTS
+    seconds = QUICK_WINDOW_S if quick else WINDOW_S
+    cap = QUICK_FRESHNESS_CAP_S if quick else FRESHNESS_CAP_S
     figures: list[Figure] = []
     with s3_behind_proxy(BUCKET) as proxy:
         endpoint = S3Endpoint(proxy.port, BUCKET)
+        direct = S3Endpoint(proxy.upstream_port, BUCKET)  # moto itself: the freshness reader's requests
         root = endpoint.root()
-        most = max(TOPIC_COUNTS)
-        console.log(f"journal: creating {most} topics")
-        create_topics(root, endpoint, names_of(most))
-        points: dict[tuple[bool, int], Point] = {}
-        idle: dict[bool, Window] = {}
-        for journal in (False, True):
-            label = "journal on" if journal else "journal off"
-            for topics in TOPIC_COUNTS:
-                console.log(f"journal: {topics} topics, {RATE:.0f} calls/s, 30 ms RTT, {label}"
-                            + (f", after {IDLE_S:.0f} s idle" if topics == most else ""))
-                points[journal, topics], window = bench_point(
-                    root, endpoint, proxy, journal, topics, seconds[journal, topics],
-                    IDLE_S if topics == most else 0.0)
-                if window is not None:
-                    idle[journal] = window
-        for topics in () if quick else JOURNAL_ONLY_COUNTS:
-            console.log(f"journal: creating {topics - most} more topics; {topics} topics, journal on")
-            create_topics(root, endpoint, names_of(topics)[most:])
-            points[True, topics], _ = bench_point(root, endpoint, proxy, True, topics, seconds[True, most])
-        for topics in TOPIC_COUNTS:
-            figures += point_figures(points[True, topics], points[False, topics])
-        figures += idle_figures(idle[True], idle[False], most)
-        for topics in () if quick else JOURNAL_ONLY_COUNTS:
-            figures += point_figures(points[True, topics], None)
+        created = 0
+        idle: Window | None = None
+        for topics in counts:
+            if topics > created:
+                console.log(f"journal: creating {topics - created} topic{'s' if topics - created > 1 else ''}")
+                create_topics(root, endpoint, names_of(topics)[created:])
+                created = topics
+            console.log(f"journal: {topics} topic{'s' if topics > 1 else ''}, {RATE:.0f} calls/s, 30 ms RTT, defaults"
+                        + (f", after {IDLE_S:.0f} s idle" if topics == IDLE_TOPICS else ""))
+            point, window = bench_point(root, endpoint, direct, proxy, topics, seconds, cap,
+                                        IDLE_S if topics == IDLE_TOPICS else 0.0)
+            figures += point_figures(point)
+            if window is not None:
+                idle = window
+        if idle is not None:
+            figures += idle_figures(idle, IDLE_TOPICS)
     return figures
 
 
 if __name__ == "__main__":  # one run of this suite alone, printed (RESULTS.md is left alone)
-    for figure in run(Console(stderr=True)):
-        print(f"{figure.name}: {figure.value:.1f} {figure.unit} (target {figure.target or '-'}, met {figure.met}, "
-              f"ratio {figure.ratio}) {figure.note}")
+    import sys
+
+    for figure in run(Console(stderr=True), quick="--quick" in sys.argv[1:]):
+        print(f"{figure.name}: {figure.value:.2f} {figure.unit} (target {figure.target or '-'}, met {figure.met}) "
+              f"{figure.note}")
