@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,7 +27,9 @@ class CoreSettings(BaseModel):
         default_factory=dict,
         description="Storage options (delta-rs names: aws_endpoint_url, aws_region, aws_allow_http, conditional_put, ...)",
     )
-    linger_ms: int = Field(5, ge=0, description="linger.ms: how long a flush waits for more records")
+    linger_ms: int = Field(0, ge=0, description="linger.ms: how long a node journal flush waits for more calls "
+                           "after the first (0: a group commit, written at once when no put is out, calls "
+                           "gathered while one is)")
     batch_bytes: int = Field(8 * 1024 * 1024, ge=1, description="batch.bytes: a flush starts once this much is buffered")
     request_timeout_ms: int = Field(30_000, ge=1, description="Default produce deadline (timeout_ms)")
     tail_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Memory for recently written records")
@@ -38,12 +41,8 @@ class CoreSettings(BaseModel):
     site: str | None = Field(None, description="This node's nearest site, preferred for fetches")
     replica_lag_time_max_ms: int = Field(30_000, ge=1, description="replica.lag.time.max.ms")
     replication_interval_ms: int = Field(1_000, ge=0, description="Follower catch-up interval (0 = off)")
-    # The node journal (issue 26, docs/architecture.md): off by default; nothing changes with it off.
-    journal_enable: bool = Field(False, description="log.journal.enable: acknowledge produce on one journal "
-                                 "object per flush for all topics; tables committed behind it")
-    journal_linger_ms: int = Field(25, ge=0, description="How long a journal flush waits for more calls (one "
-                                   "object per flush for every topic: longer means fewer PUTs, more latency)")
-    journal_table_commit_rate: float = Field(5.0, ge=0, description="Table commits a second this node starts "
+    # The node journal (docs/architecture.md, "The node journal"): every produce is acknowledged on it.
+    journal_table_commit_rate: float = Field(15.0, ge=0, description="Table commits a second this node starts "
                                              "for topics due by table.commit.interval.ms (0: no limit); bounds "
                                              "object requests however many topics (journal/pacing.py)")
     journal_node: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="This node's journal "
@@ -153,6 +152,13 @@ class Settings(BaseSettings, CoreSettings, HttpSettings, GroupSettings, ClusterS
     @property
     def authentication(self) -> bool:
         return bool(self.api_keys)
+
+
+def own_journal(settings: Settings, kind: str) -> Settings:
+    """Settings for a process that is no serving node (a maintenance job, the Spark sink): a journal folder
+    of its own, `<kind>-<random>`. Under a node's folder name its start would fence that node's live
+    generation; an unused generation leaves nothing behind at a clean stop."""
+    return settings.model_copy(update={"journal_node": f"{kind}-{uuid.uuid4().hex[:12]}"})
 
 
 def _parse_api_keys(text: str) -> dict[str, str]:

@@ -459,9 +459,9 @@ variable "readonly_root_filesystem" {
 }
 
 variable "linger_ms" {
-  description = "linger.ms of the ingest tier: how long a produce flush waits for more records. Every flush is one Delta commit that writes one S3 object per partition touched plus one log entry, so on S3 a longer linger trades a little produce latency for far fewer PUT requests (the main running cost at high throughput; see the README)."
+  description = "linger.ms of the ingest tier: how long a node journal flush waits for more calls after the first. Each flush is one S3 PUT for every topic of the node; at 0 (a group commit) a flush is written at once when no PUT is out and calls gather while one is, so PUTs stay near one per round trip whatever the load (see the README's costs)."
   type        = number
-  default     = 200
+  default     = 0
 
   validation {
     condition     = var.linger_ms >= 0 && var.linger_ms <= 60000 && floor(var.linger_ms) == var.linger_ms

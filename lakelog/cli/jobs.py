@@ -11,6 +11,7 @@ import typer
 
 from lakelog.cli.common import settings
 from lakelog.platform import Broker
+from lakelog.settings import own_journal
 
 jobs_app = typer.Typer(help="Maintenance jobs on local Spark: retention, roll, compact, vacuum.",
                        no_args_is_help=True)
@@ -33,9 +34,8 @@ def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
         def step(message: str, done: int, total: int) -> None:
             progress.update(task, description=message, completed=done, total=total)
 
-        # The jobs append no records: no journal of their own, as the scheduler's (at start it would fence the
-        # live generation of a node sharing its `journal_node`). Recorded for `GET /v1/jobs` (a dry run is not).
-        with Broker(settings(journal_enable=False), create_catalog=False) as b:
+        # Recorded for `GET /v1/jobs` (a dry run is not).
+        with Broker(own_journal(settings(), "job"), create_catalog=False) as b:
             report = run_recorded(job, b, spark, topic or None, dry_run, "cli",
                                   settings().job_runs_retention_ms, progress=step)
     for plan in report.plans:

@@ -1,8 +1,9 @@
 """The broker: one node's entry point to the log core (catalog, logs, produce, fetch).
 
 The HTTP tier, the CLI and the Spark jobs all go through this class. It holds
-one `TopicLog` (one DeltaTable) and one flush thread per topic, opened on
-first use.
+one `TopicLog` (one DeltaTable) per topic, opened on first use, and one node
+journal (journal/node.py), through which every record is acknowledged: one
+flush thread for all topics, the tables committed behind it.
 
 Put together from its parts: the produce face in `broker_produce.py` (`Producing`), the log ends in
 `broker_ends.py` (`LogEnds`: describe, `latest`, offset checks, with the journal's reads), the per-topic
@@ -72,18 +73,16 @@ class Broker(Producing, LogEnds):
         self.topic_deleted: list[Callable[[str], None]] = []  # told each topic this node deleted (groups' offsets)
         self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
         self._nodes: NodeClient | None = None
-        self._leader_reads: LeaderReads | None = None  # a clustered node with the journal: reads past the table
-        self.forward_objects: ForwardObjects | None = None  # a clustered node with the journal: forward by reference
+        self._leader_reads: LeaderReads | None = None  # a clustered node: reads past the table, from the leader
+        self.forward_objects: ForwardObjects | None = None  # a clustered node: produce forwarded by reference
         self.traffic = Traffic()  # produce bytes taken and forwarded (the metrics read them)
-        self.committed = threading.Condition()  # notified by every topic writer of this node after a commit
+        self.committed = threading.Condition()  # notified after every table commit of this node
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
         self._lock = threading.RLock()
         self._registry: SchemaRegistry | None = None  # the root's schema registry, opened on first use
         self._registry_lock = threading.Lock()
         self._closed = False
-        self.journal: NodeJournal | None = None  # with journal_enable: produce acknowledged on the node journal
-        if self.settings.journal_enable:
-            self.journal = NodeJournal(self.storage, self.settings, self.committed, self._open_apart)
+        self.journal = NodeJournal(self.storage, self.settings, self.committed, self._open_apart)
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
         self._reaper.start()
         self._replication_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-replicate")
@@ -103,12 +102,7 @@ class Broker(Producing, LogEnds):
         """Produce never blocks without bound: callers past their deadline get a retriable error."""
         while not self._closed:
             time.sleep(0.1)
-            with self._lock:
-                writers = [t.writer for t in self._topics.values()]
-            for writer in writers:
-                writer.expire(time.monotonic())
-            if self.journal is not None:
-                self.journal.expire(time.monotonic())
+            self.journal.expire(time.monotonic())
 
     # ---- topics -----------------------------------------------------------
 
@@ -151,8 +145,7 @@ class Broker(Producing, LogEnds):
             self._deleting.add(name)
         try:
             if opened is not None:
-                if self.journal is not None:
-                    self.journal.forget_topic(opened)
+                self.journal.forget_topic(opened)
                 opened.close()
             self.catalog.delete_topic(name)
         finally:
@@ -210,8 +203,7 @@ class Broker(Producing, LogEnds):
                         raise UnknownTopicOrPartition(f"unknown topic {name!r}: it was deleted") from None
                     raise
                 self._topics[name] = opened
-                if self.journal is not None:
-                    self.journal.attach(opened)
+                self.journal.attach(opened)
             return opened
 
     def _forget_replaced(self, candidates: Sequence[OpenTopic] | None = None) -> None:
@@ -225,8 +217,7 @@ class Broker(Producing, LogEnds):
                 del self._topics[opened.meta.name]
         for opened in stale:
             log.info("topic %s was deleted or created again: its former table is closed here", opened.meta.name)
-            if self.journal is not None:
-                self.journal.forget_topic(opened)
+            self.journal.forget_topic(opened)
             opened.abandon()
 
     def _open_apart(self, name: str) -> OpenTopic | None:
@@ -258,12 +249,11 @@ class Broker(Producing, LogEnds):
     # ---- cluster ------------------------------------------------------------
 
     def join_cluster(self, membership: Membership, client: NodeClient) -> None:
-        """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded (with
-        the journal on, by reference: forward objects an earlier run of this node left are deleted first)."""
-        if self.journal is not None:
-            self.forward_objects = ForwardObjects(self.storage, self.journal.node)
-            self.forward_objects.sweep()
-            self._leader_reads = LeaderReads(client)  # acknowledged records live in the leader's memory
+        """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded by
+        reference (forward objects an earlier run of this node left are deleted first)."""
+        self.forward_objects = ForwardObjects(self.storage, self.journal.node)
+        self.forward_objects.sweep()
+        self._leader_reads = LeaderReads(client)  # acknowledged records live in the leader's memory
         self.cluster, self._nodes = membership, client
 
     def _remote_leader(self, topic: str) -> Node | None:
@@ -352,7 +342,7 @@ class Broker(Producing, LogEnds):
                 raise UnknownTopicOrPartition(f"unknown topic {topic!r}: it was deleted") from None
             raise
         except OffsetOutOfRange as exc:
-            if leader is None or opened.journal is None or offset < exc.log_start_offset:
+            if leader is None or offset < exc.log_start_offset:
                 raise
             raise NodeUnavailable(f"{topic}-{partition} at {offset}: past this node's table, and its leader "
                                   f"({leader.node_id}) did not answer; retry") from None
@@ -375,10 +365,6 @@ class Broker(Producing, LogEnds):
         if self.replicas is None:
             raise InvalidRequest("no sites configured: there is nothing to elect")
         self.topic(topic)
-        if self.journal is None:
-            election = self.replicas.elect(topic, site, unclean)
-            self._reopen(topic)
-            return election
         manager = self.replicas
 
         def elect(waiting: list) -> Election:  # the journal's entries still waiting must fit the chosen site
@@ -397,35 +383,23 @@ class Broker(Producing, LogEnds):
         return replication_admin.report(self.replicas, topic, meta.partitions, leader_log)
 
     def _reopen(self, name: str) -> None:
-        """Drop a topic's machinery so that its next use opens on the current leader.
-
-        The old leader may be unreachable: its flush is not waited for past a few
-        seconds, and whoever still waits on it gets a retriable error.
-        """
+        """Drop a topic's machinery so that its next use opens on the current leader (the journal handed
+        its waiting entries over: `NodeJournal.elect`)."""
         with self._lock:
-            opened = self._topics.pop(name, None)
-        if opened is not None:
-            opened.writer.close(timeout=5)
-            opened.writer.expire(float("inf"))
+            self._topics.pop(name, None)
 
     # ---- lifecycle ----------------------------------------------------------
 
     def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        with self._lock:
-            topics = list(self._topics.values())
-        for opened in topics:
-            opened.writer.drain()
-        if self.journal is not None:
-            self.journal.flush()
+        """Wait until everything queued so far is acknowledged, and committed to its table."""
+        self.journal.flush()
 
     def close(self) -> None:
         """Stop taking produce calls, commit what is pending, release the topics."""
         if self._closed:
             return
         self._closed = True
-        if self.journal is not None:
-            self.journal.close()  # every acknowledged record committed to its table before the topics go
+        self.journal.close()  # every acknowledged record committed to its table before the topics go
         with self._lock:
             topics = list(self._topics.values())
             self._topics.clear()

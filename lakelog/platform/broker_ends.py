@@ -1,5 +1,5 @@
 """The broker's log ends: each partition's end as a describe, `latest`, a group's lag and an offset check
-see it. With the node journal on, the end is past the records acknowledged but not yet in the table: this
+see it. The end is past the records acknowledged but not yet in the table: this
 node's (its journal's memory) or, at a node that does not lead the topic, the leader's (relay.py).
 
 An offset past every end a node knows is called out of range only by a leader that holds the topic's
@@ -45,27 +45,24 @@ class LogEnds:
         topic = self._open(name)
         topic.log.refresh()
         states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
-        if topic.journal is not None:  # acknowledged records the table does not hold yet count too
-            leader = self._leader_ends(name)
-            states = [replace(s, log_end_offset=at_least(leader, s.partition,
-                                                         max(s.log_end_offset, topic.journal.end(s.partition))))
-                      for s in states]
+        leader = self._leader_ends(name)  # acknowledged records the table does not hold yet count too
+        states = [replace(s, log_end_offset=at_least(leader, s.partition,
+                                                     max(s.log_end_offset, topic.journal.end(s.partition))))
+                  for s in states]
         return TopicDescription(topic.meta, states)
 
     def log_end_offsets(self, topic: str, relay: bool = True, taken: bool = False) -> list[int]:
-        """Each partition's log end offset as this node knows it (no table read): with the journal on, past
-        its acknowledged records, or (`relay`) the leader's when another node leads the topic and answers.
+        """Each partition's log end offset as this node knows it (no table read): past its acknowledged
+        records, or (`relay`) the leader's when another node leads the topic and answers.
         `taken`: this node is asked, as the leader, for the ends an offset is judged by (the relayed ends):
         it holds the topic's epoch first, and refuses (NotLeader) when its own view names another leader or
         none (leaving the cluster, or not yet in it): taking the topic back for a node that asked on an older
         view would fence its leader's writes."""
         opened = self._open(topic)
-        if taken and opened.journal is not None:
+        if taken:
             self._check_leads(topic)
             self.journal.take_for_reads(opened)
         ends = [opened.log.log_end_offset(p) for p in range(opened.meta.partitions)]
-        if opened.journal is None:
-            return ends
         leader = self._leader_ends(topic) if relay else None
         return [at_least(leader, p, max(end, opened.journal.end(p))) for p, end in enumerate(ends)]
 
@@ -74,34 +71,32 @@ class LogEnds:
         opened = self._open(topic)
         self._partition_check(opened, partition)
         opened.log.refresh()
-        if spec == "latest" and opened.journal is not None:  # acknowledged records not in the table yet
+        if spec == "latest":  # acknowledged records not in the table yet
             return at_least(self._leader_ends(topic), partition,
                             max(opened.log.offset_for(partition, spec), opened.journal.end(partition)))
         return opened.log.offset_for(partition, spec)
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
         """Raise OffsetOutOfRange when `offset` is outside [log start, log end], as the log is now: what
-        this node knew is looked at again first (another node may have written past it). With the journal
-        on, an offset past that is judged by the leader holding the topic's epoch (the module's note)."""
+        this node knew is looked at again first (another node may have written past it). An offset past
+        that is judged by the leader holding the topic's epoch (the module's note)."""
         opened = self._open(topic)
         start, end = self._known_range(opened, partition)
         if not start <= offset <= end:
             opened.log.refresh()
             start, end = self._known_range(opened, partition)
-        if offset > end and opened.journal is not None:
+        if offset > end:
             end = self._end_past(opened, partition, end)
         if not start <= offset <= end:
             raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
                                    start, end)
 
     def _known_range(self, opened: OpenTopic, partition: int) -> tuple[int, int]:
-        end = opened.log.log_end_offset(partition)
-        if opened.journal is not None:
-            end = max(end, opened.journal.end(partition))
+        end = max(opened.log.log_end_offset(partition), opened.journal.end(partition))
         return opened.log.log_start_offset(partition), end
 
     def _end_past(self, opened: OpenTopic, partition: int, end: int) -> int:
-        """With the journal on, the end an offset past `end` (all this node knows) is judged by: this node's
+        """The end an offset past `end` (all this node knows) is judged by: this node's
         once it holds the topic's epoch, or the leader's; NodeUnavailable when the leader gives none."""
         leader = self._remote_leader(opened.meta.name)
         if leader is None:
@@ -114,8 +109,8 @@ class LogEnds:
         return at_least(ends, partition, end)
 
     def past_known_end(self, opened: OpenTopic, partition: int, offset: int) -> bool:
-        """A fetch at `offset` reads past every offset this node knows, with the journal on."""
-        return opened.journal is not None and offset > self._known_range(opened, partition)[1]
+        """A fetch at `offset` reads past every offset this node knows."""
+        return offset > self._known_range(opened, partition)[1]
 
     def _check_leads(self, topic: str) -> None:
         if self.cluster is None:
@@ -126,7 +121,7 @@ class LogEnds:
             raise NotLeader(f"this node does not lead {topic!r}: {leader.node_id} does in its view of the cluster")
 
     def _leader_ends(self, topic: str) -> list[int] | None:
-        """With the journal on, at a node that does not lead `topic`: the leader's log end offsets, past the
+        """At a node that does not lead `topic`: the leader's log end offsets, past the
         records it acknowledged (None when this node leads, or the leader gave no answer)."""
         leader = self._remote_leader(topic) if self._leader_reads is not None else None
         return None if leader is None else self._leader_reads.log_ends(leader, topic)  # type: ignore[union-attr]

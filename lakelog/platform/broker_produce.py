@@ -1,19 +1,18 @@
-"""The broker's produce face: produce calls partitioned, queued for their topic's writer (or the node
-journal) or forwarded to the topic's leader node, a journal flush that met a fence sent once more,
-acks=all answered once replicated, the Spark sink's exactly-once appends.
+"""The broker's produce face: produce calls partitioned, queued for the node journal or forwarded to the
+topic's leader node, a journal flush that met a fence sent once more, acks=all answered once replicated,
+the Spark sink's exactly-once appends (through the journal's exclusive door).
 
 Owns `Producing`, a part of `Broker` (its state is set up in `Broker.__init__`), and the checks of a
 produce call's acks and producer fields. Any thread may call it: the HTTP tier's request threads, the
 Kafka listener's workers, the CLI, the Spark sink, the cluster endpoint's threads for forwarded calls.
-Futures complete on the topic writer's (or the journal's) flush thread or, for acks=all and for a call
-sent again after a fence, on the broker's replication pool.
+Futures complete on the journal's flush thread or, for acks=all and for a call sent again after a fence,
+on the broker's replication pool.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -31,6 +30,7 @@ from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.group_commit import copy_outcome, fail
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.open_topic import OpenTopic
+from lakelog.platform.storage import STORAGE_ERRORS
 from lakelog.platform.records import (
     ProduceResult,
     ProducerBatch,
@@ -43,7 +43,7 @@ from lakelog.platform.records import (
     stamp,
     validate_records,
 )
-from lakelog.platform.writer import PendingProduce
+from lakelog.platform.admission import PendingProduce
 
 log = logging.getLogger(__name__)
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
@@ -93,37 +93,37 @@ class Producing:
         future = self._route(opened, pending)
         return _answered_now(partitions) if acks_level == 0 else future
 
-    def _route(self, opened: OpenTopic, pending: PendingProduce, resend: bool = True) -> Future:
-        """To the topic's leader node, or here. `resend`: a journal flush of the call that met a fence is
-        routed once more (`_again_if_fenced`)."""
+    def _route(self, opened: OpenTopic, pending: PendingProduce) -> Future:
+        """To the topic's leader node, or here. A journal flush of the call that met a fence is routed again
+        (`_again_if_fenced`) until its deadline."""
         leader = self._remote_leader(opened.meta.name)
         if leader is not None:
             return self._forwarder(opened, leader).submit(pending)
         name = opened.meta.name
-        again = (lambda retry: self._route(self._open(name), retry, resend=False)) if resend else None
-        return self._submit_here(opened, pending, again)
+        return self._submit_here(opened, pending, lambda retry: self._route(self._open(name), retry))
 
     def _submit_here(self, opened: OpenTopic, pending: PendingProduce,
                      fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
-        """This node commits the call (it leads the topic, or the leader is out of reach): on the node
-        journal when it is on (the table committed behind it), else by the topic's writer."""
+        """This node acknowledges the call (it leads the topic, or the leader is out of reach): on the node
+        journal, the table committed behind it."""
         replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
         if replicate:
             self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = self.journal.submit(opened, pending) if self.journal is not None else opened.writer.submit(pending)
+        future = self.journal.submit(opened, pending)
         if replicate:
             future = self._after_replication(opened, future)
-        if self.journal is None or fenced_again is None:
+        if fenced_again is None:
             return future
         return self._again_if_fenced(opened, pending, future, fenced_again)
 
     def _again_if_fenced(self, opened: OpenTopic, pending: PendingProduce, first: Future,
                          again: Callable[[PendingProduce], Future]) -> Future:
         """A journal flush that met a fence (another generation took the topic; nothing of the flush landed, and
-        the writer went on in a new generation) sends its calls through `again` once, as the client's retry
-        would, rather than answer a retriable error: a node whose journal was fenced while it was cut off
-        from the store takes its topics back at its first produce after it rejoins (or forwards the call to
-        the node its view now names). Routed on the broker's pool, off the journal's flush thread."""
+        the writer went on in a new generation) sends its calls through `again` until their deadline, as the
+        client's retry would, rather than answer a retriable error: two processes writing one topic take it
+        from each other, and a node whose journal was fenced while it was cut off from the store takes its
+        topics back at its first produce after it rejoins (or forwards the call to the node its view now
+        names). Routed on the broker's pool, off the journal's flush thread."""
         answered: Future = Future()
 
         def settle(done: Future) -> None:
@@ -181,14 +181,10 @@ class Producing:
 
         def replicate() -> None:
             try:
-                result = committed.result()
-                if self.journal is not None:  # the records go to the leader's table now, then to the copies
-                    version: int | None = self.journal.replicated_version(opened, result)
-                else:
-                    version = None if result.duplicate else result.version
-                if version is not None:
-                    self.replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
-                                            opened.meta.config.min_insync_replicas, epoch)
+                result = committed.result()  # the records go to the leader's table now, then to the copies
+                version = self.journal.replicated_version(opened, result)
+                self.replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
+                                        opened.meta.config.min_insync_replicas, epoch)
                 answered.set_result(result)
             except BaseException as exc:
                 answered.set_exception(exc)
@@ -198,15 +194,26 @@ class Producing:
 
     def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
                 timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
-        future = self.produce_async(topic, records, acks, timeout_ms, producer)
-        return future.result()
+        """Produce and wait for the answer, then for the topic's table: an embedded caller that reads the
+        table next (DuckDB, Spark, a time-travel read) finds the records. The servers answer at the journal's
+        acknowledgement instead (`produce_async`), the table following within `table.commit.interval.ms`. A
+        topic another node leads is that node's to commit. The records are acknowledged once the answer comes:
+        a table commit that fails here is logged and left to the committer, which tries again."""
+        result = self.produce_async(topic, records, acks, timeout_ms, producer).result()
+        if parse_acks(acks) != 0:
+            try:
+                self.journal.commit_topic(self._open(topic))
+            except (LakelogError, *STORAGE_ERRORS) as exc:
+                log.warning("records of %s acknowledged; their table commit failed (tried again): %s", topic, exc)
+        return result
 
     def append_exactly_once(self, topic: str, records: pa.Table, app_id: str, version: int,
                             timeout_ms: int | None = None) -> ProduceResult | None:
         """Write a batch once: committed with SetTransaction(app_id, version), skipped (None) if already there.
 
         For writers that replay batches after a failure (the Spark sink: app id
-        = query id, version = batch id). Bypasses group commit: one call, one commit.
+        = query id, version = batch id). One call, one commit, through the node journal's exclusive door:
+        the topic's acknowledged entries are committed first, and no flush assigns offsets meanwhile.
         """
         opened = self._open(topic)
         table, explicit = arrow_to_table(records)
@@ -214,11 +221,11 @@ class Producing:
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
-        with self.journal.exclusive(opened) if self.journal is not None else nullcontext():
+        with self.journal.exclusive(opened):
             appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
         if appended is None:
             return None
-        opened.writer.notify_committed()
+        opened.notify_committed()
         return ProduceResult(partitions, appended.offsets, table.column("timestamp").cast(pa.int64()).to_numpy(),
                              version=appended.version)
 

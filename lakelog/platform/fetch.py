@@ -81,13 +81,14 @@ class Fetcher:
 
     def _from_journal(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, offset: int,
                       max_records: int, max_bytes: int | None) -> tuple[pa.Table, int, int] | None:
-        """With the node journal: records at or past the table's log end that the leader acknowledged, the
+        """Records at or past the table's log end that the leader acknowledged, the
         high watermark past them and the last stable offset; None when the table answers (or the offset is
         past every record). Behind an open transaction's reserved offsets (in the table) nothing is served:
         its records come first, once it ends."""
         journal = opened.journal
-        if journal is None or topic_log is not opened.log:
+        if topic_log is not opened.log:
             return None
+        topic_log.outside.refusals.check(partition)  # changed by another Delta writer: not served from memory either
         table_end, end = topic_log.log_end_offset(partition), journal.end(partition)
         if not table_end <= offset <= end or (offset == end and end == table_end):
             return None
@@ -110,7 +111,7 @@ class Fetcher:
         """Records acknowledged on the node journal are read before their table commit, but not on a
         replicated topic whose min.insync.replicas needs followers: consumers see there only what that many
         sites hold (the table commit and its copies)."""
-        return opened.journal is not None and topic_log is opened.log and not self._needs_followers(opened)
+        return topic_log is opened.log and not self._needs_followers(opened)
 
     def _needs_followers(self, opened: "OpenTopic") -> bool:
         return (self.replicas is not None and opened.replica_state is not None

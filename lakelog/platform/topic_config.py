@@ -77,9 +77,9 @@ class TopicConfig(BaseModel):
     delete_retention_ms: Long = Field(DAY_MS, alias="delete.retention.ms", ge=0)
     min_compaction_lag_ms: Long = Field(0, alias="min.compaction.lag.ms", ge=0)
     file_delete_delay_ms: Long = Field(60_000, alias="file.delete.delay.ms", ge=0)
-    # With the node journal on (settings `journal_enable`): how long, or how many bytes, acknowledged records
-    # wait in the journal before the background commit into the topic's table (what Delta readers see).
-    table_commit_interval_ms: Long = Field(10_000, alias="table.commit.interval.ms", ge=0)
+    # How long, or how many bytes, acknowledged records wait in the node journal before the background commit
+    # into the topic's table (what Delta readers see; the node's journal_table_commit_rate paces many topics).
+    table_commit_interval_ms: Long = Field(1_000, alias="table.commit.interval.ms", ge=0)
     table_commit_bytes: Long = Field(8 * 1024 * 1024, alias="table.commit.bytes", ge=1)
     replication_factor: Int = Field(1, alias="replication.factor", ge=1, le=32767)
     min_insync_replicas: Int = Field(1, alias="min.insync.replicas", ge=1)

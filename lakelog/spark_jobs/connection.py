@@ -14,7 +14,7 @@ from typing import Mapping
 from lakelog.platform import Broker, Storage
 from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.reader import TopicReader
-from lakelog.settings import Settings
+from lakelog.settings import Settings, own_journal
 
 ROOT_OPTION = "lakelog.root"
 STORAGE_PREFIX = "lakelog.storage."
@@ -47,8 +47,8 @@ class Connection:
             return opened
 
     def broker(self) -> Broker:
-        """A full broker, for the sink and the jobs, which write."""
-        return Broker(Settings(root=self.root, storage=dict(self.storage_options)))
+        """A full broker, for the sink and the jobs, which write (with a journal folder of this process's)."""
+        return Broker(own_journal(Settings(root=self.root, storage=dict(self.storage_options)), "spark"))
 
     def reader(self) -> TopicReader:
         """Read-only access for the source: no writer threads."""

@@ -23,7 +23,7 @@ import time
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker
 from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
-from lakelog.settings import Settings
+from lakelog.settings import Settings, own_journal
 from lakelog.spark_jobs.jobs import JOBS, job_run, run_job
 
 log = logging.getLogger("lakelog.spark_jobs.scheduler")
@@ -84,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import local_session
 
     spark = local_session("lakelog-scheduler", cores="2")
-    # Storage options from LAKELOG_STORAGE, never the command line. The jobs append no records: no journal
-    # of their own (it would fence, at start, the generation of whichever node shares its folder name).
-    settings = Settings(root=args.root, journal_enable=False)
+    settings = own_journal(Settings(root=args.root), "job")  # storage options from LAKELOG_STORAGE, never argv
     broker = Broker(settings)
     rounds = 0
     try:

@@ -17,7 +17,7 @@ import sys
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker
 from lakelog.platform.errors import LakelogError
-from lakelog.settings import Settings
+from lakelog.settings import Settings, own_journal
 from lakelog.spark_jobs.jobs import JOBS, REPLICATION_JOB, run_recorded
 
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from lakelog.spark_jobs.session import cluster_session, local_session
 
     spark = local_session() if args.local else cluster_session(f"lakelog-{args.job}")
-    settings = Settings(root=args.root, storage=storage)
+    settings = own_journal(Settings(root=args.root, storage=storage), "job")
     broker = Broker(settings)
     try:  # recorded for `GET /v1/jobs`, as the scheduler's runs are
         report = run_recorded(args.job, broker, spark, args.topic, args.dry_run, "spark-submit",

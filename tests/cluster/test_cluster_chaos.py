@@ -1,8 +1,8 @@
 """Three `lakelog serve` processes on one root (a local folder, and S3 on the loopback endpoint), clients
 spread round-robin over them: plain producers (keyed and unkeyed, acks=1 and all), an idempotent producer,
 Idempotency-Key requests and a consumer group of three. One node is SIGKILLed mid-load; later another is
-SIGSTOPped past its session timeout and then SIGCONTed. The same on a local root with the node journal on,
-and a rolling restart (each node SIGTERMed and started again) with the journal off and on.
+SIGSTOPped past its session timeout and then SIGCONTed. The same on a local root, and a rolling restart
+(each node SIGTERMed and started again). Every produce is acknowledged on the nodes' journals.
 
 At the end: every acknowledged record is in the topic once, at the offset it was acknowledged with, and
 the offsets are dense; every retried idempotent batch was written once; the group consumed everything and
@@ -400,31 +400,18 @@ def values_by_offset(root: str, topic: str, options: dict[str, str] | None) -> d
     return found
 
 
-JOURNAL_ON = {"LAKELOG_JOURNAL_ENABLE": "true"}
-
-
 def test_three_nodes_on_a_local_root_through_a_kill_and_a_pause(tmp_path: Any) -> None:
+    """Produce acknowledged on each node's journal, tables committed behind it: what the killed node had
+    acknowledged only in its journal is put into the tables by the node that takes each topic over."""
     run_chaos(str(tmp_path / "root"), {}, 1500)
 
 
 def test_a_rolling_restart_of_three_nodes_under_load(tmp_path: Any) -> None:
+    """Each node drains at its SIGTERM (its journal's entries committed, its generation sealed) while the
+    others take its topics over under load."""
     run_rolling_restart(str(tmp_path / "root"), {}, 900)
 
 
-def test_three_nodes_with_the_node_journal_through_a_kill_and_a_pause(tmp_path: Any) -> None:
-    """Produce acknowledged on each node's journal, tables committed behind it: what the killed node had
-    acknowledged only in its journal is put into the tables by the node that takes each topic over."""
-    run_chaos(str(tmp_path / "root"), JOURNAL_ON, 1500)
-
-
-def test_a_rolling_restart_of_three_nodes_with_the_node_journal(tmp_path: Any) -> None:
-    """Each node drains at its SIGTERM (its journal's entries committed, its generation sealed) while the
-    others take its topics over under load."""
-    run_rolling_restart(str(tmp_path / "root"), JOURNAL_ON, 900)
-
-
 @pytest.mark.s3
-@pytest.mark.parametrize("journal", ["false", "true"], ids=["tables", "journal"])
-def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str, journal: str) -> None:
-    run_chaos(f"s3://lakelog-cluster/root-{journal}", {**s3_env(moto_endpoint), "LAKELOG_JOURNAL_ENABLE": journal},
-              200, pause_s=0.3)
+def test_three_nodes_on_s3_through_a_kill_and_a_pause(moto_endpoint: str) -> None:
+    run_chaos("s3://lakelog-cluster/root", s3_env(moto_endpoint), 200, pause_s=0.3)

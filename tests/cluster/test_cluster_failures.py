@@ -1,8 +1,8 @@
 """The failure model's third case (the README's "When a node fails"): a node that loses the store. Two nodes
 on S3 (the loopback endpoint), one of them reaching it through a proxy that stops answering: that node
 drops out of the cluster, the other serves every topic and group, the cut-off node answers only
-retriable errors, and when the store comes back it rejoins. Nothing acknowledged is lost. With the node
-journal on as well: the surviving node fences the cut-off node's journal generation as it takes each topic,
+retriable errors, and when the store comes back it rejoins. Nothing acknowledged is lost. The surviving
+node fences the cut-off node's journal generation as it takes each topic,
 and the rejoined node's first produce of a topic meets that fence and is sent again in a new generation
 (no error reaches the client).
 
@@ -50,11 +50,10 @@ def produce_acknowledged(node: Node, topic: str, value: str) -> None:
     wait_for(attempt, f"{value} acknowledged")
 
 
-@pytest.mark.parametrize("journal", ["false", "true"], ids=["tables", "journal"])
-def test_a_node_that_loses_the_store_drops_out_and_rejoins_when_it_is_back(moto_endpoint: str, journal: str) -> None:
-    root = f"s3://lakelog-cluster/failures-{journal}"
+def test_a_node_that_loses_the_store_drops_out_and_rejoins_when_it_is_back(moto_endpoint: str) -> None:
+    root = "s3://lakelog-cluster/failures"
     proxy = DelayProxy(int(moto_endpoint.rsplit(":", 1)[1])).start()
-    env = {**s3_env(moto_endpoint), "LAKELOG_JOURNAL_ENABLE": journal}
+    env = s3_env(moto_endpoint)
     cut = Node(root, "cut", {**env, "AWS_ENDPOINT_URL": proxy.endpoint})
     steady = Node(root, "steady", env)
     acked: dict[str, set[str]] = {t: set() for t in TOPICS}

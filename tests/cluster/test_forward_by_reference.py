@@ -48,7 +48,7 @@ def forward_objects_left(root: str) -> list[str]:
 
 def test_records_through_the_other_node_reach_the_leader_by_reference(tmp_path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {"LAKELOG_JOURNAL_ENABLE": "true", "LAKELOG_JOURNAL_NODE": name})
+    nodes = [Node(root, name, {"LAKELOG_JOURNAL_NODE": name})
              for name in ("n1", "n2")]
     acked: dict[str, tuple[int, int]] = {}
     storage = Storage.open(root)
@@ -96,7 +96,7 @@ def post_reference(server: ThreadServer, topic: str, body: bytes) -> httpx.Respo
 
 def test_a_reference_to_a_missing_or_wrong_object_is_refused_and_writes_nothing(
         start_server: Callable[..., ThreadServer], tmp_path) -> None:
-    leader = start_server(journal_enable=True, journal_node="leader")
+    leader = start_server(journal_node="leader")
     with leader.client() as c:
         assert c.post("/v1/topics", json={"name": "t", "partitions": 2}).status_code == 201
     storage = Storage.open(str(tmp_path / "root"))

@@ -38,7 +38,7 @@ def produce(url: str, topic: str, values: list[str]) -> list[tuple[int, int]] | 
 
 def test_a_killed_leaders_acknowledged_records_are_taken_over(tmp_path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {"LAKELOG_JOURNAL_ENABLE": "true"}) for name in ("n1", "n2")]  # journal_node unset
+    nodes = [Node(root, name, {}) for name in ("n1", "n2")]  # journal_node unset
     acked: dict[str, tuple[int, int]] = {}
     try:
         for node in nodes:

@@ -67,7 +67,7 @@ def lags(url: str, group: str) -> set[tuple[int, int, int]]:
 
 def test_a_non_leader_serves_acknowledged_records_before_the_table_commit(tmp_path) -> None:
     root = str(tmp_path / "root")
-    nodes = [Node(root, name, {"LAKELOG_JOURNAL_ENABLE": "true"}) for name in NAMES]
+    nodes = [Node(root, name, {}) for name in NAMES]
     topic = first_owned_by("n2", "jr", topic_key)
     group = first_owned_by("n1", "g", group_key)  # coordinated by the node that does not lead the topic
     try:
@@ -161,7 +161,7 @@ def after_the_leader_stops(other: Node, leader: Node, topic: str, acked: dict[st
 
 def test_the_relay_routes_need_the_cluster_secret_and_a_well_formed_ask(
         start_server: Callable[..., ThreadServer]) -> None:
-    leader = start_server(journal_enable=True, journal_node="leader", cluster_secret="s3cret")
+    leader = start_server(journal_node="leader", cluster_secret="s3cret")
     secret = {SECRET_HEADER: "s3cret"}
     ask = FetchAsk(0, 0, 10, None, 0).encode()
     with leader.client() as c:

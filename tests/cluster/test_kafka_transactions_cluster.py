@@ -5,15 +5,14 @@ them on the stored state when it does not coordinate the id. A read_committed co
 sees exactly the committed records; the tables hold no aborted record; the offset scan passes. The
 consumed input's offsets go with the commit (`send_offsets_to_transaction`) for a group whose coordinator
 is the other node: they are staged there and written by the id's coordinator, and the group's node
-answers them once the transaction is over. With the node journal on as well: the input is produced on the
-journal, and each reservation follows the topic's journaled records."""
+answers them once the transaction is over. The input is produced on the node journal, and each
+reservation follows the topic's journaled records."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import httpx
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from lakelog.platform.cluster.ownership import group_key, owner, transaction_key
@@ -29,10 +28,9 @@ GROUP = next(g for g in (f"etl{i}" for i in range(100))
              if owner(group_key(g), ["n1", "n2"]) != owner(transaction_key(TRANSACTIONAL_ID), ["n1", "n2"]))
 
 
-@pytest.mark.parametrize("journal", ["false", "true"], ids=["tables", "journal"])
-def test_a_transaction_across_topics_led_by_both_nodes(tmp_path: Path, journal: str) -> None:
+def test_a_transaction_across_topics_led_by_both_nodes(tmp_path: Path) -> None:
     root = str(tmp_path / "root")
-    env = {"LAKELOG_JOURNAL_ENABLE": journal}
+    env: dict[str, str] = {}
     with two_nodes_leading(root, {topic: 1 for topic in TOPICS}, env) as (nodes, leaders):
         assert set(leaders.values()) == {"n1", "n2"}
 

@@ -1,7 +1,12 @@
-"""The node journal inside one broker on a local root: a fenced slot fails its calls retriably and the next
-generation goes on; exactly-once appends interleave with journaled produce; what is not built is refused
-with a clear error (replication sites, transactions); a replay that would leave a gap refuses the start
-and changes nothing; a deleted topic's entries let its journal objects go."""
+"""The node journal inside one broker on a local root: a fenced slot's calls go again in the next
+generation; exactly-once appends and a transaction's reservation interleave with journaled produce; a
+replay that would leave a gap refuses the start and changes nothing; a deleted topic's entries let its
+journal objects go; an idempotent producer's retry is answered once, before and after a replay and when
+its state is rebuilt while its batches are still in the journal; a restart claims its topics without a
+fence each; a topic whose table commits fall behind takes no more.
+
+Records meant to be in the journal only are produced with `produce_async(...).result()`, answered at the
+journal's acknowledgement: `produce()` also commits the topic's table before it returns."""
 
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ def test_a_fenced_slots_calls_go_again_in_the_next_generation(tmp_path: Path) ->
     """A put that meets a fence landed nothing: the broker sends its calls once more, in the writer's next
     generation (as a client's retry would, without the client's retriable error)."""
     root = tmp_path / "root"
-    with Broker(root=str(root), journal_enable=True) as broker:
+    with Broker(root=str(root)) as broker:
         broker.create_topic("t", 1)
         first = broker.produce("t", [Record(b"a")])
         writer = broker.journal.writer  # type: ignore[union-attr]
@@ -49,7 +54,7 @@ def test_a_fenced_slots_calls_go_again_in_the_next_generation(tmp_path: Path) ->
 
 def test_exactly_once_appends_between_journaled_produce(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    with Broker(root=str(root), journal_enable=True) as broker:
+    with Broker(root=str(root)) as broker:
         broker.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         broker.produce("t", [Record(b"a"), Record(b"b")])
         batch = pa.table({"value": [b"x", b"y"]})
@@ -66,9 +71,10 @@ def test_a_reservation_follows_the_journals_acknowledged_records(tmp_path: Path)
     """A transaction's reservation takes table offsets: the journal's acknowledged entries go to the table
     first, and the journal's next offsets follow the reservation."""
     root = tmp_path / "root"
-    with Broker(root=str(root), journal_enable=True) as broker:
+    with Broker(root=str(root)) as broker:
         broker.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
-        assert broker.produce("t", [Record(b"a"), Record(b"b")]).offsets.tolist() == [0, 1]
+        # acknowledged, not committed (produce() would commit the table before it returns)
+        assert broker.produce_async("t", [Record(b"a"), Record(b"b")]).result().offsets.tolist() == [0, 1]
         assert broker.topic_log("t").log_end_offset(0) == 0  # on the journal only
         assert broker.topic_log("t").reserve(0, 3, 7, 1, 0, Deadline.after_ms(int(STUCK_S * 1000))) == 2
         assert broker.topic_log("t").log_end_offset(0) == 5
@@ -91,16 +97,18 @@ def test_a_replay_with_a_gap_refuses_the_start(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     (folder / slot_name(0)).write_bytes(encode_records("node", "r1", 0, {"t": records}))
     with pytest.raises(JournalReplayFailed, match="cannot be placed"):
-        Broker(root=str(root), journal_enable=True)
+        Broker(root=str(root))
     # kept for an operator to look at, behind the fence this start put in the generation
     assert journal_files(root) == [f"_journal/gens/node/r1/{slot_name(0)}", f"_journal/gens/node/r1/{slot_name(1)}"]
-    with Broker(root=str(root)) as broker:  # journal off: the table is as it was
+    with pytest.raises(JournalReplayFailed, match="cannot be placed"):  # the node's next start: refused again
+        Broker(root=str(root))
+    with Broker(root=str(root), journal_node="reader") as broker:  # another node's journal: the table is as it was
         assert broker.topic_log("t").log_end_offset(0) == 0
 
 
 def test_a_deleted_topic_lets_its_journal_objects_go(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    with Broker(root=str(root), journal_enable=True) as broker:
+    with Broker(root=str(root)) as broker:
         broker.create_topic("gone", 1, {"table.commit.interval.ms": 600_000})
         broker.create_topic("kept", 1)
         for i in range(3):
@@ -111,7 +119,7 @@ def test_a_deleted_topic_lets_its_journal_objects_go(tmp_path: Path) -> None:
         assert [f for f in journal_files(root) if "/gens/" in f] == [
             f"_journal/gens/node/{broker.journal.writer.run}/{slot_name(3)}"]  # type: ignore[union-attr]  # the highest
         assert not [f for f in journal_files(root) if "/epochs/gone/" in f]  # its epochs went with it
-    with Broker(root=str(root), journal_enable=True) as broker:
+    with Broker(root=str(root)) as broker:
         assert broker.journal.replayed.records == 0  # type: ignore[union-attr]
         assert [r.value for r in broker.fetch("kept", 0, 0)] == [b"k"]
 
@@ -119,13 +127,14 @@ def test_a_deleted_topic_lets_its_journal_objects_go(tmp_path: Path) -> None:
 def test_an_idempotent_retry_is_answered_once_before_and_after_a_replay(tmp_path: Path) -> None:
     root = tmp_path / "root"
     batch = ProducerBatch(producer_id=42, producer_epoch=0, base_sequence=0)
-    crashed = Broker(root=str(root), journal_enable=True)  # never closed: as if the process died
+    crashed = Broker(root=str(root))  # never closed: as if the process died
     crashed.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
-    first = crashed.produce("t", [Record(b"a"), Record(b"b")], producer=batch)
-    retried = crashed.produce("t", [Record(b"a"), Record(b"b")], producer=batch)
+    # acknowledged, not committed (produce() would commit the table before it returns)
+    first = crashed.produce_async("t", [Record(b"a"), Record(b"b")], producer=batch).result()
+    retried = crashed.produce_async("t", [Record(b"a"), Record(b"b")], producer=batch).result()
     assert retried.offsets.tolist() == first.offsets.tolist() == [0, 1]
     assert crashed.topic_log("t").log_end_offset(0) == 0  # in the journal only
-    with Broker(root=str(root), journal_enable=True) as restarted:  # replays the journal into the table
+    with Broker(root=str(root)) as restarted:  # replays the journal into the table
         assert restarted.journal.replayed.records == 2  # type: ignore[union-attr]
         after = restarted.produce("t", [Record(b"a"), Record(b"b")], producer=batch)
         assert after.offsets.tolist() == [0, 1]  # the producer state is rebuilt from the replayed records
@@ -146,19 +155,19 @@ def test_a_restart_claims_each_topic_without_fencing_the_generations_it_settled(
     def generation(run: str) -> list[str]:
         return [f for f in journal_files(root) if f"/gens/node/{run}/" in f]
 
-    crashed = Broker(root=str(root), journal_enable=True)  # never closed before the restart: as if it died
+    crashed = Broker(root=str(root))  # never closed before the restart: as if it died
     for topic in topics:
         crashed.create_topic(topic, 1, {"table.commit.interval.ms": 600_000})
-        crashed.produce(topic, [Record(topic.encode())])
+        crashed.produce_async(topic, [Record(topic.encode())]).result()  # acknowledged, in the journal only
     died = crashed.journal.writer.run  # type: ignore[union-attr]
-    with Broker(root=str(root), journal_enable=True) as restarted:  # fences and replays the generation
+    with Broker(root=str(root)) as restarted:  # fences and replays the generation
         assert restarted.journal.replayed.records == 3  # type: ignore[union-attr]
         fenced = generation(died)
         assert len(fenced) == 1  # its fence (the replayed objects deleted)
         assert [restarted.produce(t, [Record(b"again")]).offsets.tolist() for t in topics] == [[1]] * 3
         assert generation(died) == fenced
         sealed = restarted.journal.writer.run  # type: ignore[union-attr]
-    with Broker(root=str(root), journal_enable=True) as again:  # the clean stop sealed its generation
+    with Broker(root=str(root)) as again:  # the clean stop sealed its generation
         left = generation(sealed)
         assert [again.produce(t, [Record(b"third")]).offsets.tolist() for t in topics] == [[2]] * 3
         assert generation(sealed) == left
@@ -170,13 +179,13 @@ def test_a_restart_claims_each_topic_without_fencing_the_generations_it_settled(
 
 
 def test_a_topic_whose_table_commits_fall_behind_takes_no_more(tmp_path: Path) -> None:
-    with Broker(root=str(tmp_path / "root"), journal_enable=True) as broker:
+    with Broker(root=str(tmp_path / "root")) as broker:
         broker.create_topic("t", 1, {"table.commit.bytes": 1000, "table.commit.interval.ms": 600_000})
         broker.journal.committer.close()  # type: ignore[union-attr]  # as if every table commit failed
         acked = 0
         with pytest.raises(StorageUnavailable, match="wait for their table commit") as behind:
             for _ in range(100):
-                broker.produce("t", [Record(b"v" * 500)])
+                broker.produce_async("t", [Record(b"v" * 500)]).result()  # acknowledged: no table commit awaited
                 acked += 1
         assert behind.value.retriable and 0 < acked < 100
         broker.journal.committer.commit_all()  # type: ignore[union-attr]  # the table caught up
@@ -187,15 +196,20 @@ def test_a_topic_whose_table_commits_fall_behind_takes_no_more(tmp_path: Path) -
 def test_a_producer_state_rebuilt_on_the_leader_counts_its_batches_still_in_the_journal(tmp_path: Path) -> None:
     root = tmp_path / "root"
     batch = ProducerBatch(producer_id=42, producer_epoch=0, base_sequence=0)
-    with Broker(root=str(root), journal_enable=True, journal_node="a", linger_ms=1, journal_linger_ms=2) as broker:
+    with Broker(root=str(root), journal_node="a", linger_ms=1) as broker:
         broker.create_topic("t", 2, {"table.commit.interval.ms": 600_000})
-        broker.produce("t", [Record(b"x", partition=1)])  # another producer's record before it, elsewhere
-        first = broker.produce("t", [Record(b"a", partition=0), Record(b"b", partition=0)], producer=batch)
+        # acknowledged, not committed (produce() would commit the table before it returns); first another
+        # producer's record, elsewhere
+        broker.produce_async("t", [Record(b"x", partition=1)]).result()
+        first = broker.produce_async("t", [Record(b"a", partition=0), Record(b"b", partition=0)],
+                                     producer=batch).result()
         assert broker.topic_log("t").log_end_offset(0) == 0  # in the journal only
         opened = broker._open("t")
         opened.producers.forget_changed({42})  # as a reload of every producer's state would drop it
-        retried = broker.produce("t", [Record(b"a", partition=0), Record(b"b", partition=0)], producer=batch)
+        retried = broker.produce_async("t", [Record(b"a", partition=0), Record(b"b", partition=0)],
+                                       producer=batch).result()
         assert retried.duplicate and retried.offsets.tolist() == first.offsets.tolist() == [0, 1]
+        assert broker.topic_log("t").log_end_offset(0) == 0  # still in the journal only
         opened.producers.forget_changed(None)
         following = ProducerBatch(producer_id=42, producer_epoch=0, base_sequence=2)
         assert broker.produce("t", [Record(b"c", partition=0)], producer=following).offsets.tolist() == [2]

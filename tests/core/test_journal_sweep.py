@@ -14,12 +14,24 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.journal.objects import FENCE, RECORDS, decode, generation_path, generations_path
 from lakelog.platform.journal.sweep import broker_table_ends, sweep_broker, sweep_journal
 from lakelog.platform.storage import Storage
+from lakelog.settings import Settings, own_journal
 from lakelog.spark_jobs.jobs import run_job
 from tests.core.test_journal_takeover import journaled
 from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
 
 SLOW = {"table.commit.interval.ms": 600_000}  # entries stay in the journal only, unless a taker replays them
+
+
+def acked(broker: Broker, topic: str, value: bytes) -> int:
+    """Produced and acknowledged in the broker's journal only (produce() would commit the table before it
+    returns); answers its offset."""
+    return int(broker.produce_async(topic, [Record(value)]).result(STUCK_S).offsets[0])
+
+
+def scheduler_broker(root: Path) -> Broker:
+    """The maintenance jobs' kind of broker: a journal folder of its own (settings.own_journal), never written."""
+    return Broker(own_journal(Settings(root=str(root)), "job"))
 
 
 def kinds(storage: Storage, node: str, run: str) -> dict[int, tuple[str, set[str]]]:
@@ -34,17 +46,17 @@ def kinds(storage: Storage, node: str, run: str) -> dict[int, tuple[str, set[str
 
 def test_a_gone_nodes_generation_is_swept_down_to_its_fences(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    # a lingers, so two calls made at once usually go into one object; the checks hold either way (a loaded
-    # machine may put them in two): they follow where t2's entry landed
-    a = Broker(root=str(root), journal_enable=True, journal_node="a", linger_ms=1, journal_linger_ms=200)
+    # a lingers (linger_ms), so two calls made at once may go into one object; the checks hold either way (a
+    # loaded machine, or a put already out, may put them in two): they follow where t2's entry landed
+    a = Broker(root=str(root), journal_node="a", linger_ms=1)
     b = journaled(root, "b")
     try:
         a.create_topic("t1", 1, SLOW)
         a.create_topic("t2", 1, SLOW)
-        assert [int(a.produce("t1", [Record(b"a%d" % i)]).offsets[0]) for i in range(2)] == [0, 1]
+        assert [acked(a, "t1", b"a%d" % i) for i in range(2)] == [0, 1]
         both = [a.produce_async("t1", [Record(b"a2")]), a.produce_async("t2", [Record(b"x0")])]
         assert [int(f.result(STUCK_S).offsets[0]) for f in both] == [2, 0]
-        assert int(a.produce("t1", [Record(b"a3")]).offsets[0]) == 3
+        assert acked(a, "t1", b"a3") == 3
         run = a.journal.writer.run  # the generation a leaves behind ("gone": it never writes again)
         storage = Storage.open(str(root))
         written = kinds(storage, "a", run)
@@ -54,7 +66,7 @@ def test_a_gone_nodes_generation_is_swept_down_to_its_fences(tmp_path: Path) -> 
         assert len(of_t2) == 1
         fence = len(written)  # the slot b's takeover fences
 
-        with Broker(root=str(root)) as sweeper:  # the scheduler's kind of broker: no journal of its own
+        with scheduler_broker(root) as sweeper:
             assert run_job("journal-sweep", sweeper).files_deleted == 0  # nothing fenced yet
 
             assert sweeper.topic_log("t1").log_end_offset(0) == 0  # its view before the takeover: read fresh later
@@ -91,13 +103,13 @@ def test_entries_of_a_deleted_topic_count_as_done(tmp_path: Path) -> None:
     try:
         a.create_topic("t1", 1, SLOW)
         a.create_topic("gone", 1, SLOW)
-        a.produce("gone", [Record(b"g")])
-        a.produce("t1", [Record(b"a0")])
+        assert (acked(a, "gone", b"g"), acked(a, "t1", b"a0")) == (0, 0)
         run = a.journal.writer.run
         assert int(b.produce("t1", [Record(b"b0")]).offsets[0]) == 1  # fences a's generation, replays t1 only
-        with Broker(root=str(root)) as sweeper:
+        with scheduler_broker(root) as sweeper:
             skipped = sweep_journal(sweeper.storage, broker_table_ends(sweeper), skip={("a", run)})
-            assert (skipped.generations, skipped.fenced, skipped.deleted) == (2, 0, 0)  # a process's own: never
+            # listed: a's, b's and the sweeper's own (live, empty, unfenced); a's skipped (a process's own: never)
+            assert (skipped.generations, skipped.fenced, skipped.deleted) == (3, 0, 0)
             assert run_job("journal-sweep", sweeper).files_deleted == 1  # t1's; "gone" still exists: its entry waits
             storage = Storage.open(str(root))
             assert kinds(storage, "a", run) == {0: (RECORDS, {"gone"}), 2: (FENCE, set())}

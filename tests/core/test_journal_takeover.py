@@ -23,7 +23,7 @@ from tests.patience import STUCK_S
 
 
 def journaled(root: Path, node: str) -> Broker:
-    return Broker(root=str(root), journal_enable=True, journal_node=node, linger_ms=1, journal_linger_ms=2)
+    return Broker(root=str(root), journal_node=node, linger_ms=1)
 
 
 @contextmanager
@@ -43,12 +43,13 @@ def produce_retrying(broker: Broker, value: bytes) -> int:
 
 
 def acknowledged(broker: Broker, value: bytes, producer: ProducerBatch | None = None) -> ProduceResult:
-    """Retried while refused retriably (fenced by the other writer): two writers taking the topic from each
-    other may each lose several times in a row on a loaded machine."""
+    """Answered at the journal's acknowledgement (the records in the broker's journal only: produce() would
+    commit the table before it returns). Retried while refused retriably (fenced by the other writer): two
+    writers taking the topic from each other may each lose several times in a row on a loaded machine."""
     deadline = time.monotonic() + STUCK_S
     while True:
         try:
-            return broker.produce("t", [Record(value)], producer=producer)
+            return broker.produce_async("t", [Record(value)], producer=producer).result(STUCK_S)
         except LakelogError as exc:
             assert exc.retriable, exc
             assert time.monotonic() < deadline, f"{value!r} never acknowledged"
@@ -56,9 +57,10 @@ def acknowledged(broker: Broker, value: bytes, producer: ProducerBatch | None = 
 
 def sent_again(broker: Broker, value: bytes) -> int:
     """The broker's generation is fenced: its next produce meets the fence, and the broker sends it once
-    more, in a new generation that takes the topic back. Answers the call's offset."""
+    more, in a new generation that takes the topic back. Answers the call's offset (acknowledged: in the
+    journal only)."""
     fenced = broker.journal.writer.run  # type: ignore[union-attr]
-    offset = int(broker.produce("t", [Record(value)]).offsets[0])
+    offset = int(broker.produce_async("t", [Record(value)]).result(STUCK_S).offsets[0])
     assert broker.journal.writer.run != fenced  # type: ignore[union-attr]
     return offset
 
@@ -128,9 +130,9 @@ def test_a_takeover_replays_an_idempotent_producer_whose_batches_the_holder_comm
     with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
         assert b.topic_log("t").log_end_offset(0) == 0  # b's view of the table: before a's commit
-        first = a.produce("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(4242, 0, 0))
+        first = a.produce_async("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(4242, 0, 0)).result()
         a.flush()  # into the table: a's commit of producer 4242
-        second = a.produce("t", [Record(b"p2")], producer=ProducerBatch(4242, 0, 2))
+        second = a.produce_async("t", [Record(b"p2")], producer=ProducerBatch(4242, 0, 2)).result()
         assert (list(first.offsets), list(second.offsets)) == ([0, 1], [2])
         assert a.topic_log("t").log_end_offset(0) == 2  # the second batch in a's journal only
         assert produce_retrying(b, b"b0") == 3  # b takes the topic over, replaying a's second batch
@@ -164,9 +166,9 @@ def test_a_writer_taking_a_topic_back_learns_the_idempotent_batches_it_replayed(
     root = tmp_path / "root"
     with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
-        first = a.produce("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(77, 0, 0))
+        first = a.produce_async("t", [Record(b"p0"), Record(b"p1")], producer=ProducerBatch(77, 0, 0)).result()
         a.flush()  # a's own commit: nothing another writer wrote
-        second = b.produce("t", [Record(b"p2")], producer=ProducerBatch(77, 0, 2))  # b takes the topic
+        second = b.produce_async("t", [Record(b"p2")], producer=ProducerBatch(77, 0, 2)).result()  # b takes the topic
         assert (list(first.offsets), list(second.offsets)) == ([0, 1], [2])
         assert b.topic_log("t").log_end_offset(0) == 2  # the second batch in b's journal only
         third = acknowledged(a, b"p3", ProducerBatch(77, 0, 3))  # its first call after the fence may be refused
@@ -183,7 +185,8 @@ def test_a_new_leader_takes_the_topic_over_before_it_judges_an_offset_past_its_t
     root = tmp_path / "root"
     with two_writers(root) as (a, b):
         a.create_topic("t", 1, {"table.commit.interval.ms": 600_000})
-        assert list(a.produce("t", [Record(b"a%d" % i) for i in range(4)]).offsets) == [0, 1, 2, 3]
+        acked = a.produce_async("t", [Record(b"a%d" % i) for i in range(4)]).result()  # in a's journal only
+        assert list(acked.offsets) == [0, 1, 2, 3]
         assert b.topic_log("t").log_end_offset(0) == 0
         b.check_offset("t", 0, 4)  # a's end: the committed offset of a consumer that read everything
         assert b.topic_log("t").log_end_offset(0) == 4  # taken over: a's records replayed into the table

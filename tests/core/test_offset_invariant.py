@@ -120,13 +120,14 @@ def test_a_storage_error_that_cannot_pass_fails_the_flush_once(
         calls.append(1)
         raise pa.ArrowInvalid("Cast error: Failed to convert into Arrow schema")
 
+    # A direct table append (the exactly-once door's): the journal's table commits go through the same append.
     monkeypatch.setattr(commit_module, "write_segments", refuse)
     started = time.monotonic()
     with pytest.raises(StorageWriteFailed, match="Cast error"):
-        local_broker.produce("t", [Record(b"x")], timeout_ms=20_000)
+        local_broker.append_exactly_once("t", pa.table({"value": [b"x"]}), "app", 1, timeout_ms=20_000)
     assert len(calls) == 1 and time.monotonic() - started < 10  # not retried until the deadline
     monkeypatch.setattr(commit_module, "write_segments", real)
-    assert local_broker.produce("t", [Record(b"y")]).offsets.tolist() == [0]
+    assert local_broker.append_exactly_once("t", pa.table({"value": [b"y"]}), "app", 1).offsets.tolist() == [0]
     assert_topic_intact(local_broker.settings.root, "t")
 
 

@@ -21,7 +21,7 @@ from tests.patience import STUCK_S
 pytestmark = pytest.mark.slow
 TOPICS = [f"jc{n}" for n in range(5)]
 PARTITIONS = 2
-JOURNAL_ENV = {"LAKELOG_JOURNAL_ENABLE": "true"}
+JOURNAL_ENV: dict[str, str] = {}
 
 
 def produce(url: str, n: int, acked: dict[str, tuple[str, int, int]], lock: threading.Lock,

@@ -1,4 +1,4 @@
-"""The node journal (settings `journal_enable`) over a real server: produce across 30 topics makes one
+"""The node journal over a real server: produce across 30 topics makes one
 journal object per flush for all of them, far fewer PUTs than a commit per topic; acknowledged records
 are fetched over HTTP at once, before any table commit, and are in each topic's Delta table (read as any
 Delta reader does) after `table.commit.interval.ms`; the journal objects are deleted once committed.
@@ -133,12 +133,12 @@ def journal_objects(server: ThreadServer) -> list[str]:
 
 
 def test_thirty_topics_local(start_server: Callable[..., ThreadServer]) -> None:
-    run_many_topics(start_server(journal_enable=True), None)
+    run_many_topics(start_server(), None)
 
 
 @pytest.mark.s3
 def test_thirty_topics_s3(start_server: Callable[..., ThreadServer], s3_proxy: Any) -> None:
-    server = start_server(root=s3_proxy.root(), storage=s3_proxy.options, journal_enable=True)
+    server = start_server(root=s3_proxy.root(), storage=s3_proxy.options)
 
     def puts() -> int:
         counts = s3_proxy.counter.snapshot()

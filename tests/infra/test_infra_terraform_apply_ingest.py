@@ -113,7 +113,7 @@ def test_task_definition_runs_lakelog_serve_with_s3_commit_mode_and_secrets(stac
     assert env["LAKELOG_STORAGE__CONDITIONAL_PUT"] == "etag"
     assert env["LAKELOG_STORAGE__AWS_REGION"] == "us-east-1"
     assert env["LAKELOG_JOBS_INTERVAL_S"] == "0", "maintenance runs on EMR Serverless, not in the server"
-    assert env["LAKELOG_LINGER_MS"] == "200"
+    assert env["LAKELOG_LINGER_MS"] == "0"
     assert env["LAKELOG_BROKER_HEARTBEAT_INTERVAL_MS"] == "2000"
     assert env["LAKELOG_BROKER_SESSION_TIMEOUT_MS"] == "9000"
     # The Kafka listener: SASL (the API keys) over TLS (the PEM bundle, written

@@ -21,7 +21,7 @@ start_server = http_fixtures.start_server  # the fixture, here too
 
 @pytest.mark.parametrize("client", CLIENTS[:2], ids=lambda c: c.name)
 def test_consumed_before_the_table_commit(start_server, client) -> None:
-    server = start_server(journal_enable=True)
+    server = start_server()
     topic, group = f"journal-{client.name}", f"g-{client.name}"
     response = httpx.post(f"{server.url}/v1/topics", timeout=STUCK_S, json={
         "name": topic, "partitions": 2, "config": {"table.commit.interval.ms": 600_000}})
@@ -49,7 +49,7 @@ def test_a_transaction_between_journaled_produce(start_server) -> None:
 
     from tests.kafka.test_kafka_transactions import read_committed, transactional
 
-    server = start_server(journal_enable=True)
+    server = start_server()
     topic = "journal-txn"
     response = httpx.post(f"{server.url}/v1/topics", timeout=STUCK_S, json={
         "name": topic, "partitions": 1, "config": {"table.commit.interval.ms": 600_000}})

@@ -28,7 +28,7 @@ def sites_of(tmp_path: Path, *names: str) -> dict[str, str]:
 
 
 def journaled(make_replicated: Callable[..., Broker], sites: dict[str, str]) -> Broker:
-    return make_replicated(sites, journal_enable=True, journal_linger_ms=2, refresh_interval_ms=50)
+    return make_replicated(sites, refresh_interval_ms=50)
 
 
 def table_end(site: str, topic: str, partition: int = 0) -> int:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from lakelog.platform.errors import LakelogError, OffsetsMoved
 from lakelog.platform.journal.pacing import CommitPacer, Due, commits_to_start
 from lakelog.platform.journal.table_commit import commit_entries
-from lakelog.platform.journal.topic_state import JournalTopic
 from lakelog.platform.journal.writer import JournalWriter
 from lakelog.platform.storage import STORAGE_ERRORS
 
@@ -81,7 +80,7 @@ class TableCommitter:
 
     def commit_topic(self, opened: "OpenTopic") -> None:
         """Commit every acknowledged entry of the topic now (also the exactly-once path's first step)."""
-        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        state = opened.journal
         with state.commit_lock:
             items = state.pending()
             if not items:
@@ -111,5 +110,5 @@ class TableCommitter:
 
 def _due(opened: "OpenTopic", now: float) -> Due | None:
     config = opened.meta.config
-    state: JournalTopic = opened.journal  # type: ignore[assignment]
+    state = opened.journal
     return state.due(now, config.table_commit_interval_ms, config.table_commit_bytes)

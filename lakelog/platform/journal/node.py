@@ -1,6 +1,6 @@
 """The node journal as a broker uses it: start (probe, replay, then writer and committer), produce, the
-exactly-once door, a replica election's hand-over, flush and close. Built only with `journal_enable`
-(LAKELOG_JOURNAL_ENABLE). The journal lives in the node's storage (with replication sites, the control site's,
+exactly-once door, a replica election's hand-over, flush and close. Every broker has one: it is the only
+way a record is acknowledged. The journal lives in the node's storage (with replication sites, the control site's,
 with the catalog); the topic tables it commits into are each topic's leader site's, and the copies follow
 those table commits.
 Several nodes (or processes) on one root each claim a topic's epoch before writing it (claims.py).
@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from lakelog.platform.errors import LakelogError, StorageUnavailable
+from lakelog.platform.errors import LakelogError, StorageUnavailable, UnknownTopicOrPartition
 from lakelog.platform.journal.claims import epochs_path
 from lakelog.platform.journal.committer import TableCommitter
-from lakelog.platform.journal.errors import JournalRefused
+from lakelog.platform.journal.errors import JournalFenced, JournalRefused
 from lakelog.platform.journal.objects import JOURNAL
 from lakelog.platform.journal.planner import plan_commit
 from lakelog.platform.journal.producer_history import journaled_history
 from lakelog.platform.journal.recovery import Replayed, replay
 from lakelog.platform.journal.table_commit import commit_entries
-from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
+from lakelog.platform.journal.topic_state import Acknowledged
 from lakelog.platform.journal.writer import JournalWriter
 from lakelog.platform.log import TopicLog
 from lakelog.platform.records import ProduceResult
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.writer import PendingProduce
+from lakelog.platform.admission import PendingProduce
 from lakelog.settings import CoreSettings
 
 if TYPE_CHECKING:
@@ -54,14 +54,13 @@ class NodeJournal:
         self.node = settings.journal_node or EMBEDDED_NODE
         probe_create_only(storage)
         self.replayed: Replayed = replay_own(storage, self.node, open_topic)
-        self.writer = JournalWriter(storage, self.node, settings.journal_linger_ms, settings.batch_bytes, committed)
+        self.writer = JournalWriter(storage, self.node, settings.linger_ms, settings.batch_bytes, committed)
         self.writer.settled = self.replayed.settled
         self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 
     def attach(self, opened: "OpenTopic") -> None:
         """Make an opened topic's offsets the journal's (set before its first produce call). Entries a replica
         election carried over (`elect`) continue there: served, and committed to the new leader's table."""
-        opened.journal = JournalTopic(opened.meta.name, opened.log.log_end_offset)
         opened.log.journal_exclusive = lambda: self.exclusive(opened)  # a transaction's reservations
         carried = self._carried.pop(opened.meta.name, [])
         if carried:
@@ -77,7 +76,7 @@ class NodeJournal:
     def exclusive(self, opened: "OpenTopic") -> Iterator[None]:
         """A direct table commit of the topic (an exactly-once append): its acknowledged entries committed
         first, and no journal flush assigns its offsets meanwhile; the offsets are read from the table after."""
-        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        state = opened.journal
         with state.commit_lock, state.lock:  # in the committer's order: commit_lock first
             self.writer.claim(opened, state)  # no other writer assigns the topic's offsets from memory now
             self.committer.commit_topic(opened)
@@ -96,7 +95,7 @@ class NodeJournal:
         Elected: they are carried to the topic's next opening (`attach`, after `reopen`) and committed to the
         new leader's table there; calls still bound to this opening are refused (sent again by the broker).
         No flush assigns offsets meanwhile."""
-        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        state = opened.journal
         with state.commit_lock, state.lock:
             try:
                 self.committer.commit_topic(opened)
@@ -105,7 +104,8 @@ class NodeJournal:
                             opened.meta.name, exc)
             waiting = state.pending()
             elected = elect(waiting)
-            state.retired = True
+            state.retired = JournalFenced(f"{opened.meta.name!r} moved to another leader site (a replica "
+                                          "election) while the call waited: not acknowledged")
             if waiting:
                 log.warning("journal: %d entries of %s carried to its new leader", len(waiting), opened.meta.name)
                 self._carried[opened.meta.name] = waiting
@@ -141,13 +141,17 @@ class NodeJournal:
                                          "its leader's table yet; retry")
         return opened.log.version
 
+    def commit_topic(self, opened: "OpenTopic") -> None:
+        """The topic's acknowledged entries committed to its table now (a synchronous produce's wait)."""
+        self.committer.commit_topic(opened)
+
     def take_for_reads(self, opened: "OpenTopic") -> None:
         """Before a read past every offset this leader knows is judged (broker_ends.py): the topic's epoch
         held, so the previous holder's acknowledged records are in the table (its takeover's replay). Checked
         on the store (one LIST and one GET while this generation holds it): a generation another took the
         topic from learns it only at its next put, and its ends alone would call the taker's acknowledged
         records out of range (a group's committed offset reset to earliest, ci48)."""
-        state: JournalTopic = opened.journal  # type: ignore[assignment]
+        state = opened.journal
         try:
             if state.claimed_by == self.writer.run and self.writer.holds(opened.meta.name):
                 return  # read outside the topic's lock: its flushes are not held up by the requests
@@ -159,11 +163,12 @@ class NodeJournal:
 
     def forget_topic(self, opened: "OpenTopic") -> None:
         """A deleted topic: its entries count as committed (their objects may go)."""
-        state: JournalTopic | None = opened.journal
-        if state is not None:
+        state = opened.journal
+        with state.lock:  # no flush of the topic is deciding: the calls still queued are refused
+            state.retired = UnknownTopicOrPartition(f"unknown topic {opened.meta.name!r}: it was deleted")
             items = state.pending()
             state.drop(items)
-            self.writer.committed_entries(items)
+        self.writer.committed_entries(items)
         self.writer.forget_topic(opened.meta.name)
         try:  # a topic created again under the name starts from no epoch: nothing of this one is replayed into it
             self.writer.storage.delete_tree(self.writer.storage.uri(epochs_path(opened.meta.name)))

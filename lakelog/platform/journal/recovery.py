@@ -7,7 +7,9 @@ entries are planned together (planner.py orders them by offset, whichever genera
 the table holds are skipped, the rest appended at their offsets. An entry above a gap, or one that
 overlaps records of another writer, stops the start (`JournalReplayFailed`): acknowledged records are
 never moved or dropped by guess. Replaying twice changes nothing. Afterwards each generation's objects are
-deleted but the fence this start put in it (the slot stays taken). A topic deleted since is
+deleted but the fence this start put in it (the slot stays taken), except a generation holding entries of
+a partition another Delta writer changed (DATA_CHANGED_OUTSIDE_LAKELOG): those wait in it for `lakelog
+topics repair` and the next start, the topic's other partitions committed now. A topic deleted since is
 skipped (topic ids are not built: a topic deleted and created again under the same name meanwhile would
 get the old entries, or refuse the start).
 """
@@ -18,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from lakelog.platform.errors import DataChangedOutside, OffsetsMoved
 from lakelog.platform.journal.errors import JournalReplayFailed
 from lakelog.platform.journal.claims import fence_generation, objects_below
 from lakelog.platform.journal.objects import (
@@ -74,6 +77,7 @@ def replay(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic |
     runs, generations = read_generations(storage, node)
     report = Replayed(generations=len(generations), settled=frozenset(runs))
     by_topic: dict[str, list[Acknowledged]] = {}
+    waiting: set[str] = set()  # generations holding entries a refused partition keeps out: not sealed
     for run, objects in generations.items():
         for slot, obj in objects:
             if obj.kind != RECORDS:
@@ -99,10 +103,20 @@ def replay(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic |
             raise JournalReplayFailed(
                 f"journal entry {bad} cannot be placed: the table of {topic!r} ends at "
                 f"{ends.get(bad.partition)} (a gap before it or other records at its offsets); not started")
-        commit(opened, items)
+        try:
+            commit(opened, items)
+        except OffsetsMoved:  # another process of this node replayed them meanwhile: plan again on the log now
+            opened.log.refresh()
+            commit(opened, items)
+        except DataChangedOutside as exc:  # the refused partition's entries wait; the other partitions' go in
+            log.error("journal replay of node %s: %s; its acknowledged entries there stay in the journal until "
+                      "`lakelog topics repair %s` and the next start", node, exc.message, topic)
+            waiting.update(item.generation[0] for item in items)
+            commit(opened, items)
         report.records += sum(e.count for e in plan.commit)
     for run, objects in generations.items():
-        _seal(storage, node, run, [slot for slot, _ in objects])
+        if run not in waiting:
+            _seal(storage, node, run, [slot for slot, _ in objects])
     if report.objects:
         log.warning("journal of node %s: %d records of %d objects in %d generations replayed into their tables",
                     node, report.records, report.objects, report.generations)

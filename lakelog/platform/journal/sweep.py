@@ -135,8 +135,6 @@ def broker_table_ends(broker: "Broker") -> TopicEndsReader:
 
 
 def sweep_broker(broker: "Broker", dry_run: bool = False) -> SweepReport:
-    """The sweep on a broker's root, never touching its own live generation (with its journal on)."""
-    skip = set()
-    if broker.journal is not None:
-        skip.add((broker.journal.node, broker.journal.writer.run))
+    """The sweep on a broker's root, never touching its own live generation."""
+    skip = {(broker.journal.node, broker.journal.writer.run)}
     return sweep_journal(broker.storage, broker_table_ends(broker), skip, dry_run)

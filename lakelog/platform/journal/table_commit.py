@@ -26,8 +26,11 @@ REPLAN_ATTEMPTS = 5
 
 def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
     """Put these acknowledged entries of one topic into its table at their offsets; answers the entries now
-    there (committed or found there). Raises if the table cannot take them (left for the next try)."""
+    there (committed or found there). Raises if the table cannot take them (left for the next try). Entries of
+    a partition refused because another Delta writer changed it wait for `lakelog topics repair` (which
+    removes what was appended beyond the log end, so they fit again); the other partitions' go on."""
     topic_log = opened.log
+    items = [item for item in items if not topic_log.outside.refusals.refused(item.entry.partition)]
     by_entry = {id(item.entry): item for item in items}
     ends = {item.entry.partition: topic_log.log_end_offset(item.entry.partition) for item in items}
     plan = plan_commit(ends, [item.entry for item in items])
@@ -41,7 +44,7 @@ def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Ackno
         producer_ids = frozenset(int(p) for p in table.column("producer_id").drop_null().to_pylist())
         _append(opened, table.drop_columns(["partition"]), partitions, producer_ids, plan.bases())
         done.extend(by_entry[id(e)] for e in plan.commit)
-        opened.writer.notify_committed()
+        opened.notify_committed()
     return done
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from lakelog.platform.errors import LakelogError
 from lakelog.platform.journal.objects import Entry
 from lakelog.platform.journal.pacing import Due
 from lakelog.platform.tail_cache import Chunk, contiguous
@@ -44,7 +45,8 @@ class JournalTopic:
         # The writer's generation (run) that claimed the topic's latest epoch, as this writer last knew:
         # another may have taken it since (met at the next put, or checked on the store: JournalWriter.hold).
         self.claimed_by: str | None = None
-        self.retired = False  # a replica election moved the topic: this opening takes no more calls
+        # This opening takes no more calls, and why: a replica election moved the topic, or it was deleted.
+        self.retired: LakelogError | None = None
 
     def claimed(self, run: str) -> None:
         """The topic's epoch is the generation's: offsets continue from the table's end, which the claim's

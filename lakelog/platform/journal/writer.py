@@ -46,7 +46,7 @@ from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.commit import _assign_offsets, _partition_runs
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
-from lakelog.platform.writer import PendingProduce, checked
+from lakelog.platform.admission import PendingProduce, checked
 
 if TYPE_CHECKING:
     from lakelog.platform.open_topic import OpenTopic
@@ -131,13 +131,12 @@ class JournalWriter:
         try:
             prepared = []
             for topic_calls in by_topic.values():
-                state: JournalTopic = topic_calls[0].opened.journal  # type: ignore[assignment]
+                state = topic_calls[0].opened.journal
                 state.lock.acquire()  # held until decided: no exactly-once append sees offsets in flight
                 held.append(state)
-                if state.retired:
+                if state.retired is not None:
                     for call in topic_calls:
-                        fail(call.future, JournalFenced(f"{state.name!r} moved to another leader site (a replica "
-                                                        "election) while the call waited: not acknowledged"))
+                        fail(call.future, state.retired)
                     continue
                 if not self._claim(topic_calls[0].opened, state, [c.pending for c in topic_calls]):
                     continue
@@ -197,7 +196,8 @@ class JournalWriter:
             log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
 
     def _prepare(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
-        accepted = opened.writer.admit(checked(calls, opened.meta.name), lambda: self._catch_up(opened, state))
+        calls = opened.admission.served(calls)
+        accepted = opened.admission.admit(checked(calls, opened.meta.name), lambda: self._catch_up(opened, state))
         if accepted and state.pending_bytes >= BEHIND_FACTOR * opened.meta.config.table_commit_bytes:
             # The table commits are not keeping up (storage refusing them): stop taking more into memory.
             log.warning("produce to %s refused: %d bytes wait for its table commit", opened.meta.name,
@@ -253,8 +253,8 @@ class JournalWriter:
                 self._topics[part.opened.meta.name] = part.opened
         for part in prepared:
             items = [Acknowledged((run, slot), i.entry, i.records) for i in part.items]
-            part.opened.journal.acknowledged(items)  # type: ignore[union-attr]
-            part.opened.writer.record_producers(part.accepted, part.results)
+            part.opened.journal.acknowledged(items)
+            part.opened.admission.record_producers(part.accepted, part.results)
             for pending, result in zip(part.accepted, part.results):
                 succeed(pending.future, result)
         with self.committed:
@@ -325,6 +325,8 @@ class JournalWriter:
         with self._lock:
             slots = self._outstanding.get(self.run, {})
             highest = self._highest.get(self.run)
+            if highest is None and not slots:
+                self._remove_if_empty()
             if highest is None or any(slots.values()):
                 return
         try:
@@ -333,6 +335,16 @@ class JournalWriter:
             self.storage.delete_files([self.slot_uri(self.run, s) for s in slots if s != highest])
         except STORAGE_ERRORS as exc:  # the next start finds the entries committed
             log.warning("journal generation %s not sealed: %s", self.run, exc)
+
+    def _remove_if_empty(self) -> None:
+        """A generation that never wrote leaves no folder behind (a maintenance job's broker, a node that
+        took no produce call): on a local root the empty folder would stay, listed by every later start."""
+        folder = self.storage.uri(generation_path(self.node, self.run))
+        try:
+            if self.storage.is_local and not self.storage.list_names(folder):
+                self.storage.delete_tree(folder)
+        except STORAGE_ERRORS as exc:
+            log.warning("empty journal generation %s not removed: %s", self.run, exc)
 
     def track(self, opened: "OpenTopic") -> None:
         """A topic with acknowledged entries put there other than by a flush (carried over by an election)."""

@@ -1,15 +1,12 @@
-"""The topic writer: produce calls group-committed per topic, each flush one Delta commit.
-
-A flush (see group_commit.py) waits `linger.ms` after the first pending call, or until `batch.bytes`
-are buffered, then takes everything pending: idempotent retries are answered from producer state,
-stale producers fenced, the rest stamped and committed in one commit on this topic's flush thread.
-Each caller's future is answered with its own offsets.
+"""Produce calls and their admission: `PendingProduce` (one call, partitioned, on its way to the node
+journal), `checked` (a flush's records checked in bulk, a bad call refused alone) and `ProducerAdmission`
+(which calls of a topic go on, by their producers' state). The journal's writer (journal/writer.py) is the
+one place that assigns offsets and acknowledges: every produce goes through it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -18,17 +15,10 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.errors import (
-    DataChangedOutside,
-    InvalidProducerEpoch,
-    LakelogError,
-    OutOfOrderSequence,
-    ProducerStateChanged,
-)
-from lakelog.platform.group_commit import GroupCommit, fail, succeed
-from lakelog.platform.log import Appended, TopicLog
+from lakelog.platform.errors import InvalidProducerEpoch, LakelogError, OutOfOrderSequence
+from lakelog.platform.group_commit import fail, succeed
+from lakelog.platform.log import TopicLog
 from lakelog.platform.producer_state import ProducerStateManager, key_reused
 from lakelog.platform.records import (
     ProduceResult,
@@ -37,7 +27,6 @@ from lakelog.platform.records import (
     Stamp,
     columns_to_table,
     content_digest,
-    stamp,
     validate_records,
 )
 from lakelog.platform.storage import STORAGE_ERRORS
@@ -73,121 +62,35 @@ class PendingProduce:
         return Stamp(self.rows, self.config.timestamp_type, self.producer)
 
 
-class TopicWriter:
-    """The one writer of a topic on this node: group commit on a flush thread, one commit in flight.
+class ProducerAdmission:
+    """Which of a topic's produce calls go on: the node journal's flush admits each topic's calls here
+    (expired calls dropped, idempotent retries answered from producer state, stale producers fenced), and
+    records the producers' batches once their records are durable. No thread: the journal's flush thread
+    calls it, and a node has no other writer of its topics."""
 
-    `committed` is notified after every commit, so long polls wake when records arrive; a node passes
-    one condition to all its writers, so a group poll over many topics waits on one."""
-
-    def __init__(self, topic_log: TopicLog, linger_ms: int, batch_bytes: int,
-                 producers: ProducerStateManager, committed: threading.Condition | None = None) -> None:
+    def __init__(self, topic_log: TopicLog, producers: ProducerStateManager) -> None:
         self.log = topic_log
         self.producers = producers
-        self.committed = committed or threading.Condition()
-        self._flushes = GroupCommit(f"flush-{topic_log.name}", self._flush, linger_ms, batch_bytes,
-                                    lambda pending: pending.nbytes)
-        self._abandoned: LakelogError | None = None  # the table is no longer the topic's: every call gets this
 
-    def submit(self, pending: PendingProduce) -> Future:
-        self._flushes.submit(pending)
-        return pending.future
-
-    def expire(self, now: float) -> int:
-        """Answer callers whose deadline passed while storage is stuck: a bounded, retriable error.
-
-        The commit may still land later (as with Kafka's request timeout); an
-        idempotent producer's retry then gets the original offsets.
-        """
-        expired = 0
-        for pending in self._flushes.waiting():
-            if pending.deadline.passed(now) and fail(
-                    pending.future, pending.deadline.timed_out(f"no commit to {self.log.name!r}")):
-                expired += 1
-        return expired
-
-    def notify_committed(self) -> None:
-        with self.committed:
-            self.committed.notify_all()
-
-    def drain(self) -> None:
-        """Wait until every call submitted so far is answered."""
-        self._flushes.drain()
-
-    def close(self, timeout: float | None = None) -> None:
-        """Flush what is pending, then stop."""
-        self._flushes.close(timeout)
-
-    def abandon(self, error: LakelogError) -> None:
-        """Commit nothing more (the table is no longer the topic's): the calls waiting, and any flush after
-        this, are answered `error`."""
-        self._abandoned = error
-        for pending in self._flushes.waiting():
-            fail(pending.future, error)
-
-    def _flush(self, batch: list[PendingProduce]) -> None:
-        if self._abandoned is not None:
-            for pending in batch:
-                fail(pending.future, self._abandoned)
-            return
-        calls = checked([p for p in batch if not p.future.done()], self.log.name)
-        while True:
-            # Other writers of the topic (another node) may have committed batches of our producers: their
-            # state here is dropped and rebuilt from the log by the check, so a retry they wrote is answered.
-            self.producers.forget_changed(self.log.take_changed_producers())
-            accepted = self._admit(calls)
-            if not accepted:
-                return
-            table = _concat([p.table for p in accepted])  # type: ignore[misc]
-            partitions = np.concatenate([p.partitions for p in accepted])
-            table = stamp(table, [p.stamp for p in accepted], now_ms())
-            deadline = Deadline.earliest([p.deadline for p in accepted])
-            producer_ids = frozenset(p.producer.producer_id for p in accepted if p.producer is not None)
-            try:
-                appended = self.log.append(table, partitions, deadline, producer_ids=producer_ids)
-                assert appended is not None
-            except ProducerStateChanged:
-                calls = accepted  # nothing was committed: check these calls again on the refreshed log
-                continue
-            except DataChangedOutside as exc:  # nothing was committed: the calls to other partitions go on
-                calls = []
-                for pending in accepted:
-                    if exc.partition in pending.partitions:
-                        fail(pending.future, exc)
-                    else:
-                        calls.append(pending)
-                continue
-            except LakelogError as exc:
-                for pending in accepted:
-                    fail(pending.future, exc)
-                return
-            self._answer(accepted, partitions, table, appended)
-            return
-
-    def _answer(self, accepted: list[PendingProduce], partitions: np.ndarray, table: pa.Table,
-                appended: Appended) -> None:
-        """The records are in the log: every caller gets its offsets, whatever fails in the bookkeeping."""
-        offsets = appended.offsets
-        timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
-        start = 0
-        for pending in accepted:
-            end = start + pending.rows
-            result = ProduceResult(partitions[start:end], offsets[start:end], timestamps[start:end],
-                                   version=appended.version)
-            if pending.producer is not None:
-                try:
-                    self.producers.record(pending.producer, pending.rows, result)
-                except Exception:  # a retry then finds the batch in the log instead
-                    log.exception("producer state of %s not recorded", self.log.name)
-                    self.producers.forget(pending.producer.producer_id)
-            succeed(pending.future, result)
-            start = end
-        self.notify_committed()
+    def served(self, calls: list[PendingProduce]) -> list[PendingProduce]:
+        """The calls whose partitions the log serves: a call to a partition refused because another Delta
+        writer changed it (DATA_CHANGED_OUTSIDE_LAKELOG, outside_commits.py) is answered with that refusal
+        and acknowledges nothing, until `lakelog topics repair` lifts it."""
+        refusals = self.log.outside.refusals
+        kept = []
+        for call in calls:
+            error = next((e for e in map(refusals.error, np.unique(call.partitions).tolist()) if e is not None), None)
+            if error is None:
+                kept.append(call)
+            elif fail(call.future, error):
+                log.warning("produce to %s refused, nothing written: %s", self.log.name, error.message)
+        return kept
 
     def admit(self, batch: list[PendingProduce], catch_up: Callable[[], None]) -> list[PendingProduce]:
-        """The calls of a flush that go on (the node journal's flush admits its calls of this topic here). No
-        look at other writers' commits: with the journal a node is the topic's only writer, and the look
-        would wait on the log lock that a table commit holds for its round trips. `catch_up` follows the
-        refresh of a sequence gap: the journal's, which asks whether the topic is still this node's."""
+        """The calls of a flush that go on. No look at other writers' commits: a node is the topic's only
+        writer while it holds the topic's epoch, and the look would wait on the log lock that a table commit
+        holds for its round trips. `catch_up` follows the refresh of a sequence gap: the journal's, which
+        asks whether the topic is still this node's."""
         return self._admit(batch, catch_up=catch_up)
 
     def record_producers(self, accepted: list[PendingProduce], results: list[ProduceResult]) -> None:
