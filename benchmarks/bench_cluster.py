@@ -9,6 +9,11 @@ CPU-bound: the three-node figures measure the overhead of forwarding, not the ga
 Load: JSON produce requests of 100 keyed records (100-byte values), to topics of 8 and 64 partitions.
 Closed loop at saturation (the same 12 connections in all, split evenly over the nodes), then an offered
 rate (`hey -q`, the same total for one and three nodes: half of what one node sustained at saturation).
+
+Bytes between nodes (issue 41, item 4): a non-leader writes the calls it takes to a forward object in the
+store and sends the leader a reference; the three-node phases sum every node's `/metrics` counters
+`lakelog_forward_request_bytes` + `lakelog_forward_answer_bytes` (node to node) over
+`lakelog_produced_record_bytes` (keys and values of the produce calls the nodes took), judged <= 0.05.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ VALUE = "v" * 100
 CONNECTIONS = 12  # in all, split evenly over the nodes (hey cannot split them otherwise)
 OFFERED_SHARE = 0.5  # the offered-rate phase: this share of one node's saturation rate, for both set-ups
 CPU_TARGET = 0.8  # three nodes' records per CPU-second, as a share of one node's
+NODE_BYTES_TARGET = 0.05  # bytes sent node to node per record byte produced, three nodes
+TRAFFIC = ("lakelog_forward_request_bytes_total", "lakelog_forward_answer_bytes_total",
+           "lakelog_produced_record_bytes_total")  # node-wide counters (no topic label)
 FAILOVER_HEARTBEAT_MS, FAILOVER_SESSION_MS = 500, 3000
 
 
@@ -79,6 +87,15 @@ class Node:
         text = httpx.get(self.url + "/metrics", timeout=10).text
         found = re.search(rf'^{name}{{topic="{re.escape(topic)}"}} ([0-9.e+]+)$', text, re.M)
         return float(found.group(1)) if found else 0.0
+
+    def counters(self, names: tuple[str, ...]) -> dict[str, float]:
+        """Unlabelled counters of one /metrics scrape (0 when absent)."""
+        text = httpx.get(self.url + "/metrics", timeout=10).text
+        values = {}
+        for name in names:
+            found = re.search(rf"^{name} ([0-9.e+]+)$", text, re.M)
+            values[name] = float(found.group(1)) if found else 0.0
+        return values
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -149,6 +166,9 @@ class Phase:
     conflicts: float
     leader_ms: list[float]
     other_ms: list[float]
+    forward_request_bytes: float  # node to node, all nodes: references (or calls) sent to the leader
+    forward_answer_bytes: float  # and the leader's answers
+    produced_bytes: float  # record bytes (keys and values) of the produce calls all nodes took
 
     @property
     def records_per_s(self) -> float:
@@ -182,6 +202,7 @@ def load_phase(nodes: list[Node], root: str, topic: str, seconds: float, body_pa
     runs = {node.node_id: HeyRun() for node in nodes}
     commits0 = {n.node_id: n.metric("lakelog_delta_commits_total", topic) for n in nodes}
     conflicts0 = sum(n.metric("lakelog_delta_commit_conflicts_total", topic) for n in nodes)
+    traffic0 = [n.counters(TRAFFIC) for n in nodes]
     version0 = _version(root, topic)
     cpu0 = sum(n.cpu_s() for n in nodes)
     started = time.perf_counter()
@@ -196,10 +217,13 @@ def load_phase(nodes: list[Node], root: str, topic: str, seconds: float, body_pa
     version = _version(root, topic)
     commits = {n.node_id: n.metric("lakelog_delta_commits_total", topic) - commits0[n.node_id] for n in nodes}
     conflicts = sum(n.metric("lakelog_delta_commit_conflicts_total", topic) for n in nodes) - conflicts0
+    traffic = [n.counters(TRAFFIC) for n in nodes]
+    moved = {name: sum(after[name] - before[name] for before, after in zip(traffic0, traffic)) for name in TRAFFIC}
     return Phase(elapsed, sum(len(r.latencies_ms) for r in runs.values()) * RECORDS_PER_REQUEST,
                  sum(r.errors for r in runs.values()), cpu, version - version0, commits, conflicts,
                  runs[leader].latencies_ms,
-                 [ms for node_id, r in runs.items() if node_id != leader for ms in r.latencies_ms])
+                 [ms for node_id, r in runs.items() if node_id != leader for ms in r.latencies_ms],
+                 *(moved[name] for name in TRAFFIC))
 
 
 def bench_scale(console: Console, work: str, size: int, seconds: float, body_path: str,
@@ -280,6 +304,24 @@ def _scale_figures(one: dict, three: dict, offered: dict[int, float]) -> list[Fi
                        f"ratio to 1 node; {b.cpu_s:.1f} CPU-s in {b.seconds:.1f} s; 3 nodes + hey on 2 cores: "
                        "CPU-bound"),
             ]
+    return figures
+
+
+def _node_bytes_figures(three: dict) -> list[Figure]:
+    """Bytes sent node to node per record byte produced, each three-node phase and all of them together."""
+    figures: list[Figure] = []
+    phases = [(partitions, phase) for partitions in PARTITION_COUNTS for phase in ("saturation", "offered")]
+    for key in [*phases, None]:
+        chosen = [three[k] for k in phases] if key is None else [three[key]]
+        request, answer, produced = (sum(getattr(p, a) for p in chosen) for a in
+                                     ("forward_request_bytes", "forward_answer_bytes", "produced_bytes"))
+        ratio = (request + answer) / produced if produced else float("nan")
+        label = "all phases" if key is None else f"{key[0]} partitions, {key[1]}"
+        figures.append(Figure(
+            SUITE, f"3 nodes: bytes sent node to node per byte produced ({label})", ratio, "bytes/byte",
+            f"<= {NODE_BYTES_TARGET}", ratio <= NODE_BYTES_TARGET, ratio / NODE_BYTES_TARGET,
+            f"ratio to the target; {request:,.0f} request + {answer:,.0f} answer bytes node to node, "
+            f"{produced:,.0f} record bytes produced (keys and values), all nodes; defaults (forward by reference)"))
     return figures
 
 
@@ -378,6 +420,7 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
         one = bench_scale(console, work, 1, seconds, body_path, offered)
         three = bench_scale(console, work, 3, seconds, body_path, offered)
         figures += _scale_figures(one, three, offered)
+        figures += _node_bytes_figures(three)
         figures += bench_failover(console, work)
         try:
             from benchmarks.bench_cluster_s3 import bench_s3  # it uses this module's cluster
