@@ -105,7 +105,7 @@ def delete_topic_records(broker: Broker, topic: str,
             answers[partition] = exc
     if targets:
         try:
-            answers.update(delete_records(broker.topic_log(topic), targets))
+            answers.update(delete_records(broker.committed_log(topic), targets))
         except LakelogError as exc:
             answers.update((p, exc) for p in targets)
     return answers

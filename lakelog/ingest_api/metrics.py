@@ -67,8 +67,7 @@ class _StateCollector(Collector):
         # The topics this node serves, as it sees them: no storage request and no topic opened by a scrape.
         for topic in sorted(self.topics):
             try:
-                topic_log, partitions = self.broker.topic_log(topic), self.broker.topic(topic).partitions
-                states = [topic_log.partition_state(p) for p in range(partitions)]
+                topic_log, states = self.broker.topic_log(topic), self.broker.known_states(topic)
             except SKIPPED:  # deleted topic or closed broker: nothing to report
                 continue
             commits.add_metric([topic], topic_log.commits)

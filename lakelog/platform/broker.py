@@ -169,7 +169,16 @@ class Broker(Producing, LogEnds):
         return self._open(name).meta
 
     def topic_log(self, name: str) -> TopicLog:
+        """The topic's table as this node has it (records acknowledged on the journal may not be in it yet)."""
         return self._open(name).log
+
+    def committed_log(self, name: str) -> TopicLog:
+        """The topic's table with every record this node acknowledged in it: its entries waiting on the journal
+        committed now. For what reads or changes the table itself: sizes, timestamps, producers' state, deleted
+        records, the maintenance jobs."""
+        opened = self._open(name)
+        self.journal.commit_topic(opened)
+        return opened.log
 
     def _update_meta(self, meta: TopicMeta, opened: OpenTopic | None = None) -> None:
         """An opened topic's meta moves only forward (by the catalog's revision, one per change): two
@@ -291,7 +300,7 @@ class Broker(Producing, LogEnds):
                 partitions = self.catalog.get(name, refresh=False).partitions
             except UnknownTopicOrPartition:
                 continue
-            states[name] = [topic.log.partition_state(p) for p in range(partitions)]
+            states[name] = self.known_states(name, partitions)
         return states
 
     # ---- fetch ------------------------------------------------------------
@@ -342,7 +351,11 @@ class Broker(Producing, LogEnds):
                 raise UnknownTopicOrPartition(f"unknown topic {topic!r}: it was deleted") from None
             raise
         except OffsetOutOfRange as exc:
-            if leader is None or offset < exc.log_start_offset:
+            if leader is None:  # the end this node knows: past its acknowledged records
+                start, end = self._known_range(opened, partition)
+                raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
+                                       start, end) from None
+            if offset < exc.log_start_offset:
                 raise
             raise NodeUnavailable(f"{topic}-{partition} at {offset}: past this node's table, and its leader "
                                   f"({leader.node_id}) did not answer; retry") from None

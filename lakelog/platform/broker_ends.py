@@ -38,11 +38,16 @@ class TopicDescription:
         return cls(meta, [PartitionState(p, 0, 0, 0, 0) for p in range(meta.partitions)])
 
 
+def _past_journal(state: PartitionState, opened: OpenTopic) -> PartitionState:
+    return replace(state, log_end_offset=max(state.log_end_offset, opened.journal.end(state.partition)))
+
+
 class LogEnds:
     """Broker's log ends (a part of `Broker`: its state is set up in `Broker.__init__`)."""
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._open(name)
+        self.journal.commit_topic(topic)  # its sizes count every acknowledged record
         topic.log.refresh()
         states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
         leader = self._leader_ends(name)  # acknowledged records the table does not hold yet count too
@@ -50,6 +55,13 @@ class LogEnds:
                                                      max(s.log_end_offset, topic.journal.end(s.partition))))
                   for s in states]
         return TopicDescription(topic.meta, states)
+
+    def known_states(self, name: str, partitions: int | None = None) -> list[PartitionState]:
+        """Each partition as this node knows it, from memory (no storage request): the table's state, its log
+        end past the records acknowledged on the journal. `partitions`: how many (default: the topic's)."""
+        opened = self._open(name)
+        count = opened.meta.partitions if partitions is None else partitions
+        return [_past_journal(opened.log.partition_state(p), opened) for p in range(count)]
 
     def log_end_offsets(self, topic: str, relay: bool = True, taken: bool = False) -> list[int]:
         """Each partition's log end offset as this node knows it (no table read): past its acknowledged
@@ -70,11 +82,22 @@ class LogEnds:
         """`earliest`, `latest`, or a timestamp in ms: the earliest offset at or after it (latest if none)."""
         opened = self._open(topic)
         self._partition_check(opened, partition)
+        if spec not in ("earliest", "latest"):  # by timestamp: the table holds every acknowledged record first
+            self.journal.commit_topic(opened)
         opened.log.refresh()
         if spec == "latest":  # acknowledged records not in the table yet
             return at_least(self._leader_ends(topic), partition,
                             max(opened.log.offset_for(partition, spec), opened.journal.end(partition)))
         return opened.log.offset_for(partition, spec)
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """Where read_committed consumers stop: below an open transaction's first reserved offset (in the
+        table), else the log end past every acknowledged record."""
+        opened = self._open(topic)
+        stable = opened.log.last_stable_offset(partition)
+        if stable < opened.log.log_end_offset(partition):
+            return stable
+        return self.list_offset(topic, partition, "latest")
 
     def check_offset(self, topic: str, partition: int, offset: int) -> None:
         """Raise OffsetOutOfRange when `offset` is outside [log start, log end], as the log is now: what

@@ -128,7 +128,7 @@ def _plan(job: str, broker: Broker, metas: list[TopicMeta], now_ms: int | None,
     now = int(time.time() * 1000) if now_ms is None else now_ms
     plans = []
     for meta in metas:
-        topic_log = broker.topic_log(meta.name)
+        topic_log = broker.committed_log(meta.name)
         topic_log.refresh()
         segments = topic_log.all_segments()
         plans += [p for p in planner(meta, lambda partition: segments.get(partition, []), now)

@@ -37,7 +37,7 @@ def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: in
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = JobReport("vacuum", dry_run)
     for done, meta in enumerate(metas, 1):
-        topic_log = broker.topic_log(meta.name)
+        topic_log = broker.committed_log(meta.name)
         topic_log.refresh()
         state = _load_state(topic_log)
         _scan_removes(topic_log, state)

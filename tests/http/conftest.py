@@ -76,7 +76,8 @@ class ThreadServer:
         return httpx.Client(base_url=self.url, **{"timeout": STUCK_S, **kwargs})
 
     def settle(self) -> None:
-        """Wait until every produce the server accepted so far is committed (acks=0 answers before that)."""
+        """Wait until every produce the server accepted so far is acknowledged and in its topic's table (the
+        node journal commits tables behind the answer; acks=0 answers before either)."""
         self.app.state.services.broker.flush()
 
 

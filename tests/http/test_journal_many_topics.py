@@ -133,25 +133,15 @@ def journal_objects(server: ThreadServer) -> list[str]:
 
 
 def test_thirty_topics_local(start_server: Callable[..., ThreadServer]) -> None:
-    run_many_topics(start_server(), None)
+    run_many_topics(start_server(journal_table_commit_rate=5), None)
 
 
 @pytest.mark.s3
 def test_thirty_topics_s3(start_server: Callable[..., ThreadServer], s3_proxy: Any) -> None:
-    server = start_server(root=s3_proxy.root(), storage=s3_proxy.options)
+    server = start_server(root=s3_proxy.root(), storage=s3_proxy.options, journal_table_commit_rate=5)
 
     def puts() -> int:
         counts = s3_proxy.counter.snapshot()
         return counts["put_data"] + counts["put_log"]
 
     run_many_topics(server, puts)
-
-
-def test_off_by_default(start_server: Callable[..., ThreadServer]) -> None:
-    server = start_server()
-    assert server.app.state.services.broker.journal is None
-    with server.client() as c:
-        create_topic(c, "plain")
-        assert c.post("/v1/topics/plain/records", json={"records": [{"value": "x"}]}).status_code == 200
-        assert table_rows(server, "plain") == 1  # committed before the answer, as always
-    assert not journal_objects(server)

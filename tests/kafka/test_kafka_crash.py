@@ -12,6 +12,7 @@ from the log) keeps them from being written twice. Without the delay that window
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from deltalake import DeltaTable
 
+from lakelog.platform.journal.objects import RECORDS, decode
 from lakelog.platform.storage import Storage
 from tests.http.conftest import ProcessServer, fetch_all
 from tests.log_check import assert_topic_intact
@@ -171,7 +173,8 @@ def committed_count(server: ProcessServer) -> int:
 
 
 def committed_values(root: str) -> set[str]:
-    """The values the topic's table holds now, read from the data files its snapshot names."""
+    """The values acknowledged so far: in the topic's table (read from the data files its snapshot names), or
+    in a node journal object still waiting for its table commit (a restart replays those into the table)."""
     store = Storage.open(root)
     uri = store.uri("topics", TOPIC)
     table = DeltaTable(uri, storage_options=store.delta_options())
@@ -179,6 +182,12 @@ def committed_values(root: str) -> set[str]:
     for path in pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist():
         with store.open_input(f"{uri}/{path}") as source:
             values.update(v.decode() for v in pq.read_table(source, columns=["value"]).column("value").to_pylist())
+    for path in store.list_tree(store.uri("_journal", "gens")):
+        if os.path.basename(path).startswith("_tmp"):
+            continue
+        written = decode(store.read_bytes(path))
+        if written.kind == RECORDS and TOPIC in written.topics():
+            values.update(v.decode() for v in written.topic_records(TOPIC).column("value").to_pylist())
     return values
 
 

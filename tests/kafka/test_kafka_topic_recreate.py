@@ -153,6 +153,7 @@ def test_delete_and_create_again_under_load(start_server, caplog, before: int, a
     assert not [e for e in traffic.consumer_errors if e.code() == KafkaError.UNKNOWN], traffic.consumer_errors
     assert not [(v, e) for v, e in traffic.failed if e.code() in NEVER], traffic.failed
 
+    server.settle()  # every acknowledged record in the table (committed behind the journal)
     table = assert_topic_intact(server.root, TOPIC)  # no duplicate or missing (partition, offset)
     stored = topic_records(server, after)
     assert {p: sorted(o for p2, o in stored if p2 == p) for p in table} == table

@@ -52,6 +52,7 @@ def test_avro_records_land_as_typed_columns(start_server) -> None:
     expected = [{"symbol": "ACME", "qty": 5, "side": "BUY", "venue": None},
                 {"symbol": "INIT", "qty": 7, "side": "SELL", "venue": None},
                 {"symbol": "ACME", "qty": 1, "side": "SELL", "venue": "XNAS"}]
+    server.settle()  # the table is committed behind the journal's acknowledgement
     table = DeltaTable(f"{server.root}/topics/trades").to_pyarrow_table().sort_by("offset")
     assert table.column("value").to_pylist() == sent
     assert table.column("value_typed").to_pylist() == expected

@@ -96,6 +96,7 @@ def test_protobuf_records_land_as_typed_columns(start_server, order_class) -> No
          "status": "PAID", "counts": [("boxes", 2)]},
         {"id": 8, "item": "desk", "tags": [], "price": None, "at": None, "status": None, "counts": []},
     ]
+    server.settle()  # the table is committed behind the journal's acknowledgement
     table = DeltaTable(f"{server.root}/topics/orders").to_pyarrow_table().sort_by("offset")
     assert table.column("value").to_pylist() == sent
     assert table.column("value_typed").to_pylist() == expected

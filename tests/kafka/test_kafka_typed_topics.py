@@ -65,6 +65,7 @@ def test_avro_serializer_produce_refusal_and_dead_letters(start_server) -> None:
     # a bad record refuses its whole batch: INVALID_RECORD, nothing written
     refused = produce(server.bootstrap, "orders", [good[0], b"not avro", good[1]])
     assert all(err is not None and err.code() == KafkaError.INVALID_RECORD for err, _ in refused), refused
+    server.settle()  # the table is committed behind the journal's acknowledgement
     assert len(table_values(server.root, "orders")) == 4
     assert_topic_intact(server.root, "orders")
 
@@ -77,6 +78,7 @@ def test_avro_serializer_produce_refusal_and_dead_letters(start_server) -> None:
     mixed = produce(server.bootstrap, "orders", [good[2], b"not avro", good[3], wrong_id])
     assert [err for err, _ in mixed] == [None] * 4
     assert mixed[0][1] == 4  # the batch's base offset: its first record written
+    server.settle()  # the table is committed behind the journal's acknowledgement
     values = table_values(server.root, "orders")
     deserialize = AvroDeserializer(registry)
     assert [deserialize(v, context)["id"] for v in values] == [0, 1, 2, 3, 2, 3]
@@ -110,6 +112,7 @@ def test_produce_answers_per_record_errors(start_server, version: int) -> None: 
         Data.PartitionProduceData(index=0, records=batch([ok, b"\0\0\0", ok, ok + b"extra"]))])])
     (answer,) = raw_calls.call(server.bootstrap, request, version).responses[0].partition_responses
     assert answer.error_code == 87 and answer.base_offset == -1
+    server.settle()  # the table is committed behind the journal's acknowledgement
     assert DeltaTable(f"{server.root}/topics/typed").to_pyarrow_table().num_rows == 0
     if version < 8:  # the per-record errors and the message came with v8 (KIP-467)
         return

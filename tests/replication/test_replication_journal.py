@@ -69,7 +69,7 @@ def test_acks_all_is_answered_once_the_records_are_on_min_insync_sites(tmp_path,
     # Answered: in the leader's table and copied (the journal alone would not do for acks=all).
     assert table_end(sites["a"], "t") == 2 and max(table_end(sites["b"], "t"), table_end(sites["c"], "t")) == 2
 
-    assert broker.produce("t", [Record(b"y")], acks=1).offsets.tolist() == [2]
+    assert broker.produce_async("t", [Record(b"y")], acks=1).result().offsets.tolist() == [2]
     assert table_end(sites["a"], "t") == 2  # acks=1: on the journal only
     # Consumers see what min.insync.replicas sites hold: not the journal's record, and not out of range.
     assert values(broker, "t") == [b"x0", b"x1"]
@@ -90,7 +90,7 @@ def test_an_election_carries_the_journals_waiting_entries_to_the_new_leader(tmp_
     broker = journaled(make_replicated, sites)
     broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
     broker.produce("t", [Record(b"v0")], acks="all")  # in a's and b's tables
-    waiting = [broker.produce("t", [Record(b"w%d" % i)], acks=1).offsets.tolist() for i in range(3)]
+    waiting = [broker.produce_async("t", [Record(b"w%d" % i)], acks=1).result().offsets.tolist() for i in range(3)]
     assert waiting == [[1], [2], [3]] and table_end(sites["a"], "t") == 1
     with unreachable(sites["a"]):  # the leader site stops answering
         election = broker.elect_leader("t")
@@ -116,13 +116,13 @@ def test_an_election_the_waiting_entries_do_not_fit_is_refused_and_changes_nothi
     broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
     broker.produce("t", [Record(b"v0")], acks=1)
     broker.flush()  # in a's table only (no replication round)
-    broker.produce("t", [Record(b"w1")], acks=1)  # waits in the journal
+    broker.produce_async("t", [Record(b"w1")], acks=1).result()  # waits in the journal
     with unreachable(sites["a"]):
         with pytest.raises(ElectionNotAllowed, match="ends at 0"):
             broker.elect_leader("t", site="b")
         state = broker.replicas.state("t", refresh=True)
         assert (state.leader, state.leader_epoch) == ("a", 0)
-    assert broker.produce("t", [Record(b"w2")], acks=1).offsets.tolist() == [2]  # the topic still works on a
+    assert broker.produce_async("t", [Record(b"w2")], acks=1).result().offsets.tolist() == [2]  # still works on a
     broker.flush()
     assert values(broker, "t") == [b"v0", b"w1", b"w2"]
     assert assert_topic_intact(sites["a"], "t") == {0: [0, 1, 2]}

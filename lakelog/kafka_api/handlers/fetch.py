@@ -174,7 +174,7 @@ async def _offset(context: Context, topic: str, wanted, allowed: bool,  # type: 
             return OffsetsPartition(partition_index=partition, error_code=0, old_style_offsets=offsets)
         offset, found_at = await blocking(offset_for, context.services.broker, topic, partition, timestamp)
         if timestamp == LATEST and version >= 2 and isolation_level == 1:  # read_committed: the last stable offset
-            offset = await blocking(context.services.broker.topic_log(topic).last_stable_offset, partition)
+            offset = await blocking(context.services.broker.last_stable_offset, topic, partition)
     except LakelogError as exc:
         return _offset_error(partition, error_code(exc))
     return OffsetsPartition(partition_index=partition, error_code=0, timestamp=found_at, offset=offset,

@@ -92,7 +92,7 @@ def _sizes(broker: Broker, names: list[str], wanted: dict[str, list[int]] | None
     topics = []
     for name in names:
         try:
-            topic_log = broker.topic_log(name)
+            topic_log = broker.committed_log(name)
             count = broker.topic(name).partitions
         except LakelogError:
             continue  # deleted meanwhile: Kafka leaves out what it does not host
@@ -140,7 +140,7 @@ async def _producers(context: Context, topic: str, partition: int) -> ProducersP
 
 def _partition_producers(broker: Broker, topic: str, partition: int) -> list[ActiveProducer]:
     broker.list_offset(topic, partition, "latest")  # checks the partition, and catches the log up
-    return partition_producers(broker.topic_log(topic), partition, now_ms())
+    return partition_producers(broker.committed_log(topic), partition, now_ms())
 
 
 def _state(producer: ActiveProducer, partition: int) -> Any:

@@ -3,7 +3,8 @@ received them, sent to the topic's leader as one Arrow IPC stream; the answer is
 
 Request: the calls' rows one after the other (TOPIC_FILE_SCHEMA without offsets, plus `partition`), and
 in the schema metadata, per call: rows, acks, the time left and the idempotent-producer fields.
-Answer (JSON): per call, partitions, offsets and timestamps, or the error's type, code, message and retriability.
+Answer (JSON): per call its error (type, code, message, retriability) or its row count; the offsets and
+timestamps of all calls together, encoded small (`encode_results`): a few bytes a record.
 
 Also the relayed fetch (journal on, relay.py): the ask as JSON, the leader's records as Arrow IPC.
 """
@@ -11,7 +12,7 @@ Also the relayed fetch (journal on, relay.py): the ask as JSON, the leader's rec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -71,34 +72,114 @@ def decode_calls(data: bytes) -> list[ForwardedCall]:
 
 
 def encode_results(results: Sequence[ProduceResult | core.LakelogError]) -> bytes:
-    return orjson.dumps([_result_json(result) for result in results], option=orjson.OPT_SERIALIZE_NUMPY)
+    """Per call its error; or 0, a success whose records went where the call sent them; or a duplicate's
+    answer (the partitions of the first attempt) or one with a table version; the successes' offsets and timestamps once for all calls, small: offsets as the step from
+    the previous offset of the same partition (a forwarded batch's records mostly land one after another,
+    so the steps are runs of 1), timestamps as runs of equal values. The sender knows the partitions."""
+    answers: list = []
+    done = [r for r in results if not isinstance(r, core.LakelogError)]
+    for result in results:
+        if isinstance(result, core.LakelogError):
+            answers.append(_error_json(result))
+        else:
+            plain = not result.duplicate and result.version == -1
+            answers.append(0 if plain else {"duplicate": result.duplicate, "version": result.version,
+                                            "partitions": result.partitions})
+    body: dict = {"calls": answers}
+    if done:
+        partitions = np.concatenate([r.partitions for r in done]).astype(np.int32)
+        offsets = np.concatenate([r.offsets for r in done]).astype(np.int64)
+        body["steps"] = _runs(_steps(partitions, offsets))
+        body["timestamps"] = _runs(np.concatenate([r.timestamps_ms for r in done]).astype(np.int64))
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def decode_results(data: bytes, calls: Sequence[ForwardedCall]) -> list[ProduceResult | core.LakelogError]:
-    answered = orjson.loads(data)
+    body = orjson.loads(data)
+    answered = body["calls"]
     if len(answered) != len(calls):
         raise ValueError(f"{len(answered)} results for {len(calls)} forwarded calls")
-    return [_result(item, call) for item, call in zip(answered, calls)]
-
-
-def _result_json(result: ProduceResult | core.LakelogError) -> dict:
-    if isinstance(result, core.LakelogError):
-        extra = {}
-        if isinstance(result, core.OffsetOutOfRange):
-            extra = {"log_start_offset": result.log_start_offset, "log_end_offset": result.log_end_offset}
-        return {"error": type(result).__name__, "code": result.code, "message": result.message,
-                "retriable": result.retriable, **extra}
-    return {"partitions": result.partitions.astype(np.int32), "offsets": result.offsets.astype(np.int64),
-            "timestamps": result.timestamps_ms.astype(np.int64), "duplicate": result.duplicate,
-            "version": result.version}
-
-
-def _result(item: dict, call: ForwardedCall) -> ProduceResult | core.LakelogError:
-    if "error" in item:
-        return error_from(item)
     # A retry's partitions are the first attempt's: an answered duplicate says where the records went.
-    return ProduceResult(np.asarray(item["partitions"], dtype=np.int32), np.asarray(item["offsets"], dtype=np.int64),
-                         np.asarray(item["timestamps"], dtype=np.int64), item["duplicate"], item["version"])
+    partitions = [np.asarray(item["partitions"] if item else call.partitions, dtype=np.int32)
+                  for item, call in zip(answered, calls) if not _is_error(item)]
+    if not partitions:
+        return [error_from(item) for item in answered]
+    every = np.concatenate(partitions)
+    offsets = _offsets(every, _expand(body["steps"]))
+    timestamps = _expand(body["timestamps"])
+    out: list[ProduceResult | core.LakelogError] = []
+    start = 0
+    for item, partition in zip(answered, _partitions_per_answer(answered, partitions)):
+        if partition is None:
+            out.append(error_from(item))
+            continue
+        end = start + len(partition)
+        out.append(ProduceResult(partition, offsets[start:end], timestamps[start:end],
+                                 bool(item and item["duplicate"]), item["version"] if item else -1))
+        start = end
+    return out
+
+
+def _is_error(item: int | dict) -> bool:
+    return isinstance(item, dict) and "error" in item
+
+
+def _partitions_per_answer(answered: list, partitions: list[np.ndarray]) -> Iterator[np.ndarray | None]:
+    """Each answer's partitions (None for an error), in the order of the answers."""
+    successes = iter(partitions)
+    for item in answered:
+        yield None if _is_error(item) else next(successes)
+
+
+def _steps(partitions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each offset less the previous offset of its partition (a partition's first: the offset itself)."""
+    order = np.argsort(partitions, kind="stable")
+    ordered, stepped = partitions[order], offsets[order].copy()
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    stepped[~first] = np.diff(offsets[order])[~first[1:]]
+    out = np.empty_like(stepped)
+    out[order] = stepped
+    return out
+
+
+def _offsets(partitions: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """`_steps` undone."""
+    order = np.argsort(partitions, kind="stable")
+    ordered, stepped = partitions[order], steps[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    summed = np.cumsum(stepped)
+    group = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    ordered_offsets = summed - (summed[starts] - stepped[starts])[group]
+    out = np.empty_like(ordered_offsets)
+    out[order] = ordered_offsets
+    return out
+
+
+def _runs(values: np.ndarray) -> dict | np.ndarray:
+    """Runs of equal values, [values, lengths], where that is shorter than the values themselves."""
+    change = np.ones(len(values), dtype=bool)
+    change[1:] = values[1:] != values[:-1]
+    starts = np.flatnonzero(change)
+    if 2 * len(starts) >= len(values):
+        return values
+    return {"values": values[starts], "lengths": np.diff(np.append(starts, len(values)))}
+
+
+def _expand(encoded: dict | list) -> np.ndarray:
+    if isinstance(encoded, dict):
+        return np.repeat(np.asarray(encoded["values"], dtype=np.int64), np.asarray(encoded["lengths"], dtype=np.int64))
+    return np.asarray(encoded, dtype=np.int64)
+
+
+def _error_json(error: core.LakelogError) -> dict:
+    extra = {}
+    if isinstance(error, core.OffsetOutOfRange):
+        extra = {"log_start_offset": error.log_start_offset, "log_end_offset": error.log_end_offset}
+    return {"error": type(error).__name__, "code": error.code, "message": error.message,
+            "retriable": error.retriable, **extra}
 
 
 def error_from(item: dict) -> core.LakelogError:

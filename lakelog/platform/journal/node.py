@@ -171,7 +171,11 @@ class NodeJournal:
         self.writer.committed_entries(items)
         self.writer.forget_topic(opened.meta.name)
         try:  # a topic created again under the name starts from no epoch: nothing of this one is replayed into it
-            self.writer.storage.delete_tree(self.writer.storage.uri(epochs_path(opened.meta.name)))
+            storage, folder = self.writer.storage, self.writer.storage.uri(epochs_path(opened.meta.name))
+            if storage.is_local:
+                storage.delete_tree(folder)
+            else:  # one LIST and one DeleteObjects
+                storage.delete_files(storage.list_tree(folder))
         except STORAGE_ERRORS as exc:
             log.warning("epochs of the deleted topic %s not deleted: %s", opened.meta.name, exc)
 
