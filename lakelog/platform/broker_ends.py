@@ -39,7 +39,9 @@ class TopicDescription:
 
 
 def _past_journal(state: PartitionState, opened: OpenTopic) -> PartitionState:
-    return replace(state, log_end_offset=max(state.log_end_offset, opened.journal.end(state.partition)))
+    """The table's state with the records acknowledged on the journal: its end past them, their bytes counted."""
+    return replace(state, log_end_offset=max(state.log_end_offset, opened.journal.end(state.partition)),
+                   size_bytes=state.size_bytes + opened.journal.waiting_bytes(state.partition))
 
 
 class LogEnds:

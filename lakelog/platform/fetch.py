@@ -88,7 +88,7 @@ class Fetcher:
         journal = opened.journal
         if topic_log is not opened.log:
             return None
-        topic_log.outside.refusals.check(partition)  # changed by another Delta writer: not served from memory either
+        topic_log.check_served(partition)  # changed by another Delta writer: not served from memory either
         table_end, end = topic_log.log_end_offset(partition), journal.end(partition)
         if not table_end <= offset <= end or (offset == end and end == table_end):
             return None

@@ -45,6 +45,7 @@ def test_a_timestamp_too_large_to_store_is_422_and_the_next_record_gets_offset_0
         answer = c.post("/v1/topics/t/records", json={"records": [{"value": "y"}]})
         assert answer.status_code == 200 and answer.json()["offsets"][0]["offset"] == 0
         assert [r["value"] for r in fetch_all(c, "t", 0)] == ["y"]
+    server.settle()  # the table is committed behind the acknowledgement
     assert_topic_intact(server.settings.root, "t")
 
 
@@ -71,6 +72,7 @@ def test_concurrent_creates_of_one_name_one_wins_the_others_409(start_server) ->
             assert len(c.get("/v1/topics/race").json()["partitions"]) == len(winner["partitions"])
             c.post("/v1/topics/race/records", json={"records": [{"value": "kept", "partition": 0}]})
             assert [r["value"] for r in fetch_all(c, "race", 0)] == ["kept"]
+            server.settle()  # the table is committed behind the acknowledgement
             assert_topic_intact(server.settings.root, "race")
             assert c.delete("/v1/topics/race").status_code == 200
         barrier.reset()
@@ -95,6 +97,7 @@ def test_concurrent_partition_increases_never_decrease_the_count(start_server) -
                                                                      for p in range(final)]})
     assert to8.status_code == 200, to8.text
     assert final == 8 and written.status_code == 200, written.text
+    server.settle()  # the table is committed behind the acknowledgement
     assert sorted(assert_topic_intact(server.settings.root, "grow")) == list(range(8))
     # Whichever came second: 4 after 8 is refused; 4 before 8 was fine and 8 then grew it.
     assert to4.status_code in (200, 422)
@@ -173,6 +176,7 @@ def test_an_idempotency_key_reused_with_other_content_is_409(start_server) -> No
                          headers={"Idempotency-Key": "order-1"})
         assert_error(changed, 409, "IDEMPOTENCY_KEY_REUSED")
         assert [r["value"] for r in fetch_all(c, "idem", 0)] == ["a", "b"]
+    restarted.settle()  # the table is committed behind the acknowledgement
     assert_topic_intact(restarted.settings.root, "idem")
 
 

@@ -1,6 +1,7 @@
-"""A partition another Delta tool changed outside lakelog, as clients see it: HTTP answers 409
-DATA_CHANGED_OUTSIDE_LAKELOG on produce and fetch, the Kafka listener KAFKA_STORAGE_ERROR (56) on fetch, as
-Kafka does for a log it took offline; the topic's other partitions are served."""
+"""A partition another Delta tool changed outside lakelog, as clients see it: once the node's table commit met
+the change, HTTP answers 409 DATA_CHANGED_OUTSIDE_LAKELOG on produce and fetch, the Kafka listener
+KAFKA_STORAGE_ERROR (56) on fetch, as Kafka does for a log it took offline; the topic's other partitions are
+served."""
 
 from __future__ import annotations
 
@@ -52,11 +53,23 @@ def test_a_partition_changed_outside_is_refused_over_http_and_kafka(start_server
             body = {"records": [{"value": f"v{i}", "partition": partition} for i in range(5)]}
             assert client.post("/v1/topics/orders/records", json=body).status_code == 200
         assert kafka_fetch_error(server.bootstrap, "orders", 0) == 0
+        server.settle()  # the table committed behind the acknowledgement: the outside writer appends past its end
         run_delta_rs(f"{server.root}/topics/orders", None, """
 end = dt.transaction_version("lakelog.partition.0")
+assert end == 5, end
 write_deltalake(dt, rows(0, range(end, end + 3)), mode="append")""")
 
-        produced = client.post("/v1/topics/orders/records", json={"records": [{"value": "x", "partition": 0}]})
+        # The change is found at the node's next table commit of the partition, not at the produce: one made
+        # before it may be acknowledged (at the log end lakelog knows; it waits in the journal for a repair).
+        waiting = client.post("/v1/topics/orders/records", json={"records": [{"value": "x", "partition": 0}]})
+        assert waiting.status_code in (200, 409), waiting.text
+        if waiting.status_code == 200:
+            assert waiting.json()["offsets"][0]["offset"] == 5
+        else:
+            assert waiting.json()["error_code"] == "DATA_CHANGED_OUTSIDE_LAKELOG"
+        server.settle()  # the node's table commit meets the change: the partition is refused from then on
+
+        produced = client.post("/v1/topics/orders/records", json={"records": [{"value": "y", "partition": 0}]})
         assert produced.status_code == 409, produced.text
         answer = produced.json()
         assert answer["error_code"] == "DATA_CHANGED_OUTSIDE_LAKELOG" and answer["retriable"] is False

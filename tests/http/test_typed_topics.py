@@ -66,6 +66,7 @@ def test_json_serializer_bytes_refusal_and_embedded_json(start_server) -> None: 
         not_valid = http.post("/v1/topics/payments/records", json={
             "value_format": "json", "records": [{"value": {"id": "nine", "amount": 1}}]})
         assert not_valid.status_code == 422 and "does not convert" in not_valid.json()["record_errors"][0]["message"]
+    server.settle()  # the table is committed behind the acknowledgement; read it directly once it holds them
     values = stored_values(server.root, "payments")
     assert [deserialize(v, context) for v in values] == [{"id": i, "amount": i * 1.5} for i in range(3)] + [
         {"id": 9, "amount": 2.5}]
@@ -108,6 +109,7 @@ def test_avro_embedded_json_and_dead_letters(start_server) -> None:  # noqa: F81
         written = fetch_all(http, "orders", 1, value_format="base64")
     assert [deserialize(base64.b64decode(r["value"]), context) for r in written] == [
         {"id": 2, "item": "ink", "note": "blue"}, {"id": 4, "item": "pad", "note": None}]
+    server.settle()  # the tables are committed behind the acknowledgement; read them directly once they hold them
     assert len(stored_values(server.root, "orders")) == 3
     assert_topic_intact(server.root, "orders")
     assert_topic_intact(server.root, "orders-dlq")
@@ -156,6 +158,7 @@ def test_fetch_answers_the_fields_of_a_typed_topic(start_server) -> None:  # noq
         assert arrow.status_code == 200, arrow.text
         table = pa.ipc.open_stream(arrow.content).read_all()
         assert table.column("value_typed").to_pylist()[1]["to"] == {"city": "Oslo"}
+        server.settle()  # the table is committed behind the acknowledgement; read it directly once it holds them
         stored = DeltaTable(f"{server.root}/topics/shipments").to_pyarrow_table(columns=["offset", "value_typed"])
         assert table.column("value_typed").to_pylist() == stored.sort_by("offset").column("value_typed").to_pylist()
 

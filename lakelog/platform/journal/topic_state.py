@@ -104,6 +104,11 @@ class JournalTopic:
 
     # ---- reads ---------------------------------------------------------------
 
+    def waiting_bytes(self, partition: int) -> int:
+        """Bytes (in memory) of the partition's acknowledged records not in the table yet."""
+        with self.lock:
+            return sum(i.records.nbytes for i in self._pending if i.entry.partition == partition)
+
     def end(self, partition: int) -> int:
         """The log end offset consumers see: past every acknowledged record (0 if none assigned here)."""
         with self.lock:

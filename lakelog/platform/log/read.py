@@ -60,6 +60,11 @@ class Reads:
             table = limit_bytes(table, max_bytes)
         return _with_partition(table, partition)
 
+    def check_served(self, partition: int) -> None:
+        """Raise DataChangedOutside when the partition is refused (`_served`): for reads that do not go through
+        the table (the node journal's acknowledged records), which a repair lifts all the same."""
+        self._served(partition)
+
     def gap_end(self, partition: int, offset: int, stable: int) -> int:
         """Where the run of offsets from `offset` that hold no record ends, below `stable`: a reader that got
         nothing there continues at it (past a transaction's marker, an aborted range, or what compaction
