@@ -1,6 +1,6 @@
 """The broker's produce face: produce calls partitioned, queued for the node journal or forwarded to the
-topic's leader node, a journal flush that met a fence sent once more, acks=all answered once replicated,
-the Spark sink's exactly-once appends (through the journal's exclusive door).
+topic's leader node, a journal flush that met a fence sent again until its deadline, acks=all answered once
+replicated, the Spark sink's exactly-once appends (through the journal's exclusive door).
 
 Owns `Producing`, a part of `Broker` (its state is set up in `Broker.__init__`), and the checks of a
 produce call's acks and producer fields. Any thread may call it: the HTTP tier's request threads, the
