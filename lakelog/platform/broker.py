@@ -353,8 +353,8 @@ class Broker(Producing, LogEnds):
         except OffsetOutOfRange as exc:
             if leader is None:  # the end this node knows: past its acknowledged records
                 start, end = self._known_range(opened, partition)
-                raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
-                                       start, end) from None
+                raise OffsetOutOfRange(f"offset {offset} is out of range for {topic}-{partition}: log start {start}, "
+                                       f"log end {end}", start, end) from None
             if offset < exc.log_start_offset:
                 raise
             raise NodeUnavailable(f"{topic}-{partition} at {offset}: past this node's table, and its leader "

@@ -62,12 +62,16 @@ class Fetcher:
             if self._journal_visible(opened, topic_log):
                 high_watermark = max(high_watermark, opened.journal.end(partition))  # type: ignore[union-attr]
             # Records of open transactions are not in the table: nothing from the first one on is answered
-            # (the reserved offsets are a hole the read would stop at anyway).
+            # (the reserved offsets are a hole the read would stop at anyway). None open: all that is visible.
+            table_end = topic_log.log_end_offset(partition)
             stable = min(high_watermark, topic_log.last_stable_offset(partition))
-            if stable <= offset <= topic_log.log_end_offset(partition):
-                table = topic_log.read(partition, topic_log.log_end_offset(partition), 1)  # empty: not visible yet
+            if stable >= table_end:
+                stable = high_watermark
+            if stable <= offset <= table_end:
+                table = topic_log.read(partition, table_end, 1)  # empty: not visible yet
             else:
                 table = topic_log.read(partition, offset, max_records, max_bytes)
+                table = self._journal_tail(opened, topic_log, partition, table, max_records, max_bytes)
             if table.num_rows and table.column("offset")[-1].as_py() >= stable:
                 table = table.filter(pc.less(table.column("offset"), stable))
             remaining = deadline - time.monotonic()
@@ -106,6 +110,20 @@ class Fetcher:
         if max_bytes is not None:
             records = limit_bytes(records, max_bytes)
         return records, end, end
+
+    def _journal_tail(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, table: pa.Table,
+                      max_records: int, max_bytes: int | None) -> pa.Table:
+        """A read that reached the table's end goes on with the records acknowledged after it (the journal's
+        memory), within `max_records` and `max_bytes`: one fetch answers what a consumer may see."""
+        end = topic_log.log_end_offset(partition)
+        if not table.num_rows or table.num_rows >= max_records or table.column("offset")[-1].as_py() != end - 1 \
+                or not self._journal_visible(opened, topic_log):
+            return table
+        tail = opened.journal.read(partition, end, max_records - table.num_rows)
+        if tail is None:
+            return table
+        whole = pa.concat_tables([table, tail.select(table.column_names).cast(table.schema)])
+        return whole if max_bytes is None else limit_bytes(whole, max_bytes)
 
     def _journal_visible(self, opened: "OpenTopic", topic_log: TopicLog) -> bool:
         """Records acknowledged on the node journal are read before their table commit, but not on a
