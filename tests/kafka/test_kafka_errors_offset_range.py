@@ -35,8 +35,9 @@ def retained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadS
     server = ThreadServer(make_settings(tmp_path_factory.mktemp("retained"))).start()
     topic = "retained"
     create_topic(server, topic, **{"retention.bytes": 0})
-    for i in range(3):  # three commits, three files: retention keeps the active (last) one
+    for i in range(3):  # three table commits, three files: retention keeps the active (last) one
         produce(server, topic, f"old-{2 * i}", f"old-{2 * i + 1}")
+        server.settle()  # each call's own table commit, behind the journal's answer
     assert run_job("retention", server.app.state.services.broker, topics=[topic]).commits == 1
     assert log_range(server, topic) == (4, 6)
     yield server, topic
