@@ -35,7 +35,7 @@ import orjson
 import psutil
 from rich.console import Console
 
-from benchmarks.common import Figure, free_port, percentile
+from benchmarks.common import Figure, free_port, percentile, wait_ready
 
 SUITE = "cluster"
 REPO = Path(__file__).resolve().parents[1]
@@ -66,15 +66,7 @@ class Node:
         self.process = psutil.Process(self.proc.pid)
 
     def wait_ready(self, deadline: float) -> None:
-        while True:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"node {self.node_id} did not start")
-            time.sleep(0.1)
+        wait_ready(self.url, self.proc, deadline, f"node {self.node_id}")
 
     def cpu_s(self) -> float:
         times = self.process.cpu_times()

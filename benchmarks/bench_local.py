@@ -30,7 +30,7 @@ import httpx
 import orjson
 from rich.console import Console
 
-from benchmarks.common import Figure, free_port
+from benchmarks.common import Figure, free_port, wait_ready
 
 SUITE = "local"
 REPO = Path(__file__).resolve().parents[1]
@@ -53,17 +53,11 @@ class Server:
         self.proc = subprocess.Popen([sys.executable, "-m", "lakelog.cli", "--root", root, "serve", "--host",
                                       "127.0.0.1", "--port", str(self.port), "--kafka-port", "0", "--no-jobs"],
                                      cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError("the benchmark server did not start")
-            time.sleep(0.1)
+        try:
+            wait_ready(self.url, self.proc, time.monotonic() + 60, "the benchmark server")
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> int | None:
         """SIGTERM and wait: the exit code, or None when it had to be killed."""

@@ -8,9 +8,10 @@ import platform as std_platform
 import socket
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 from contextlib import contextmanager
 
+import httpx
 import numpy as np
 import psutil
 
@@ -105,3 +106,16 @@ def s3_behind_proxy(bucket: str) -> Iterator["DelayProxy"]:
         moto.stdin.close()  # type: ignore[union-attr]
         moto.kill()
         moto.wait()
+
+
+def wait_ready(url: str, proc: Any, deadline: float, what: str) -> None:
+    """Until `url`'s /readyz answers 200; RuntimeError naming `what` once `proc` ends or `deadline` passes."""
+    while True:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.1)
