@@ -77,6 +77,8 @@ class ProducerAdmission:
         writer changed it (DATA_CHANGED_OUTSIDE_LAKELOG, outside_commits.py) is answered with that refusal
         and acknowledges nothing, until `lakelog topics repair` lifts it."""
         refusals = self.log.outside.refusals
+        if not refusals.why:  # the usual case: nothing refused, nothing to look at per call
+            return calls
         kept = []
         for call in calls:
             error = next((e for e in map(refusals.error, np.unique(call.partitions).tolist()) if e is not None), None)
