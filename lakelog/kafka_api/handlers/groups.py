@@ -43,7 +43,7 @@ DescribedMember = Described.DescribedGroupMember
 NO_GENERATION = -1
 
 
-def _serving(context: Context, group: str, operation: str = "read") -> None:
+def check_group_served(context: Context, group: str, operation: str = "read") -> None:
     """Raise unless this node coordinates `group` now (with its offsets loaded) and the caller may
     `operation` it."""
     services = context.services
@@ -61,7 +61,7 @@ def _serving(context: Context, group: str, operation: str = "read") -> None:
 async def join_group(context: Context, call: Call) -> JoinGroupResponse:
     request = call.body
     try:
-        _serving(context, request.group_id)
+        check_group_served(context, request.group_id)
         join = JoinRequest(
             member_id=request.member_id or "", group_instance_id=request.group_instance_id,
             session_timeout_ms=request.session_timeout_ms,
@@ -90,7 +90,7 @@ def _join_failed(code: int, member_id: str) -> JoinGroupResponse:
 async def sync_group(context: Context, call: Call) -> SyncGroupResponse:
     request = call.body
     try:
-        _serving(context, request.group_id)
+        check_group_served(context, request.group_id)
         assignments = {a.member_id: bytes(a.assignment or b"") for a in request.assignments}
         result = await asyncio.wrap_future(context.services.coordinator.classic_sync(
             request.group_id, request.member_id, request.generation_id, request.group_instance_id,
@@ -105,7 +105,7 @@ async def sync_group(context: Context, call: Call) -> SyncGroupResponse:
 async def heartbeat(context: Context, call: Call) -> HeartbeatResponse:
     request = call.body
     try:
-        _serving(context, request.group_id)
+        check_group_served(context, request.group_id)
         context.services.coordinator.classic_heartbeat(request.group_id, request.member_id, request.generation_id,
                                                        request.group_instance_id)
     except Exception as exc:
@@ -118,7 +118,7 @@ async def leave_group(context: Context, call: Call) -> LeaveGroupResponse:
     leaving = [(m.member_id, m.group_instance_id) for m in request.members] if call.version >= 3 else [
         (request.member_id, None)]
     try:
-        _serving(context, request.group_id)
+        check_group_served(context, request.group_id)
     except Exception as exc:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error_code(exc), members=[])
     answers = []
@@ -140,7 +140,7 @@ async def offset_commit(context: Context, call: Call) -> OffsetCommitResponse:
     request = call.body
     offsets, refused = [], {}
     try:
-        _serving(context, request.group_id)
+        check_group_served(context, request.group_id)
         for topic in request.topics:
             if not context.allowed("read", "topic", topic.name):
                 refused[topic.name] = CODES["TOPIC_AUTHORIZATION_FAILED"]
@@ -165,7 +165,7 @@ async def offset_commit(context: Context, call: Call) -> OffsetCommitResponse:
 async def offset_fetch(context: Context, call: Call) -> OffsetFetchResponse:
     request = call.body
     try:
-        _serving(context, request.group_id, "describe")
+        check_group_served(context, request.group_id, "describe")
         # A consumer asks where to start after a rebalance: the previous owner's last commit may still
         # be on its way to storage.
         in_flight = context.services.coordinator.commits_in_flight(request.group_id)
@@ -231,7 +231,7 @@ async def describe_groups(context: Context, call: Call) -> DescribeGroupsRespons
 
 def _describe(context: Context, group: str) -> Described:
     try:
-        _serving(context, group, "describe")
+        check_group_served(context, group, "describe")
         view = context.services.coordinator.describe_classic(group)
     except GroupIdNotFound:  # Kafka describes an unknown group as Dead, without an error
         return Described(error_code=0, error_message=None, group_id=group, group_state="Dead", protocol_type="",
@@ -250,7 +250,7 @@ async def delete_groups(context: Context, call: Call) -> DeleteGroupsResponse:
     results = []
     for group in call.body.groups_names:
         try:
-            _serving(context, group, "delete")
+            check_group_served(context, group, "delete")
             await blocking(context.services.coordinator.delete_group, group)
             code = 0
         except Exception as exc:

@@ -13,7 +13,7 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
-from lakelog.kafka_api.handlers.groups import _serving
+from lakelog.kafka_api.handlers.groups import check_group_served
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 
@@ -26,7 +26,7 @@ async def offset_delete(context: Context, call: Call) -> OffsetDeleteResponse:
     readable = {t.name for t in request.topics if context.allowed("read", "topic", t.name)}
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     try:
-        _serving(context, request.group_id, "delete")
+        check_group_served(context, request.group_id, "delete")
         outcomes = await blocking(context.services.coordinator.delete_offsets, request.group_id, wanted)
     except Exception as exc:  # the group itself: unknown, not coordinated here, not allowed
         return OffsetDeleteResponse(error_code=error_code(exc), throttle_time_ms=0, topics=[])

@@ -43,7 +43,7 @@ from lakelog.platform.journal.objects import (
 )
 from lakelog.platform.journal.planner import deletable_slots
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
-from lakelog.platform.log.commit import _assign_offsets, _partition_runs
+from lakelog.platform.log.commit import assign_offsets, partition_runs
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
 from lakelog.platform.admission import PendingProduce, checked
@@ -213,9 +213,9 @@ class JournalWriter:
         partitions = np.concatenate([p.partitions for p in accepted])
         table = stamp(table, [p.stamp for p in accepted], now_ms())
         order = np.argsort(partitions, kind="stable")
-        runs = _partition_runs(partitions[order])
+        runs = partition_runs(partitions[order])
         bases = {p: state.next_offset(p) for p, _, _ in runs}
-        records, offsets = _assign_offsets(table.take(order), runs, bases)
+        records, offsets = assign_offsets(table.take(order), runs, bases)
         in_given_order = np.empty_like(offsets)
         in_given_order[order] = offsets
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()

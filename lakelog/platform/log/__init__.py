@@ -25,7 +25,7 @@ The tunables tests change are read where they are used: `CLEANUP_DELAY_S` in che
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL, RETAINED_COMMITS, TOPIC_TABLE_PROPERTIES
 from lakelog.platform.log.commit import Appended
 from lakelog.platform.log.offsets import PartitionState, partition_app_id
-from lakelog.platform.log.read import READ_PARALLELISM, _in_file_schema, _read_wave, _without_holes
+from lakelog.platform.log.read import READ_PARALLELISM, in_file_schema, read_wave, without_holes
 from lakelog.platform.log.topic_log import TopicLog
 
 __all__ = [
@@ -36,8 +36,8 @@ __all__ = [
     "Appended",
     "PartitionState",
     "TopicLog",
-    "_in_file_schema",
-    "_read_wave",
-    "_without_holes",
+    "in_file_schema",
+    "read_wave",
+    "without_holes",
     "partition_app_id",
 ]

@@ -75,7 +75,7 @@ class Commits:
         """
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
-        runs = _partition_runs(partitions[order])
+        runs = partition_runs(partitions[order])
         typed = self._typed_values(ordered)  # a typed topic's `value_typed` column (table_schema.py), or None
         written: tuple[dict[int, int], Written] | None = None  # files already written, for these bases
         while True:
@@ -98,7 +98,7 @@ class Commits:
                         raise OffsetsMoved(f"{self.name}: records for offsets from {dict(expect_bases)} found "
                                            f"the log ending at {bases}; not committed")
                     version = self._version + 1
-                    table, offsets = _assign_offsets(ordered, runs, bases)
+                    table, offsets = assign_offsets(ordered, runs, bases)
                     txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
                     if app_transaction is not None:
                         txns.append(Transaction(*app_transaction))
@@ -230,13 +230,13 @@ def _with_typed(table: pa.Table, typed: pa.StructArray | None) -> pa.Table:
     return table if typed is None else table.append_column(pa.field(TYPED_COLUMN, typed.type), typed)
 
 
-def _partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:
+def partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:
     """(partition, start, end) of each run of equal partitions in a sorted array."""
     values, starts, counts = np.unique(sorted_partitions, return_index=True, return_counts=True)
     return [(int(p), int(s), int(s + c)) for p, s, c in zip(values, starts, counts)]
 
 
-def _assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],
+def assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],
                     bases: dict[int, int]) -> tuple[pa.Table, np.ndarray]:
     """The flush as one TOPIC_SCHEMA table (partition by partition, dense offsets from each base)."""
     n = ordered.num_rows

@@ -53,7 +53,7 @@ class Reads:
             return _with_partition(TOPIC_FILE_SCHEMA.empty_table(), partition)
         pieces = self.tail.read(partition, offset, max_records)
         if not pieces:
-            pieces = _in_file_schema(self._read_files(partition, offset, max_records, max_bytes))
+            pieces = in_file_schema(self._read_files(partition, offset, max_records, max_bytes))
         table = pa.concat_tables(pieces) if pieces else TOPIC_FILE_SCHEMA.empty_table()
         table = table.slice(0, max_records)
         if max_bytes is not None:
@@ -113,11 +113,11 @@ class Reads:
                 files = list(self._index.partition(partition).files_from(offset))
             if files and files[0].min_offset > offset:
                 return []
-        files = _without_holes(files, offset)
+        files = without_holes(files, offset)
         pieces: list[pa.Table] = []
         wanted, budget = max_records, max_bytes
         while files and wanted > 0 and (budget is None or budget > 0):
-            wave = _read_wave(files, offset, wanted, budget)
+            wave = read_wave(files, offset, wanted, budget)
             files = files[len(wave):]
             for table in self._read_segments(wave, offset):
                 if table is None:  # removed since the index named it: never answer the files after it
@@ -183,14 +183,14 @@ def _record_bytes(table: pa.Table) -> pa.Array:
     )
 
 
-def _in_file_schema(pieces: list[pa.Table]) -> list[pa.Table]:
+def in_file_schema(pieces: list[pa.Table]) -> list[pa.Table]:
     """Pieces read from files, in TOPIC_FILE_SCHEMA's types (files store timestamps in microseconds): each
     run of one stored schema concatenated and cast once, not file by file."""
     runs = [pa.concat_tables(list(run)) for _, run in groupby(pieces, key=lambda piece: piece.schema)]
     return [run if run.schema == TOPIC_FILE_SCHEMA else run.cast(TOPIC_FILE_SCHEMA) for run in runs]
 
 
-def _without_holes(files: list[SegmentFile], offset: int) -> list[SegmentFile]:
+def without_holes(files: list[SegmentFile], offset: int) -> list[SegmentFile]:
     """The files up to the first hole in their offsets: a fetch answers what comes before it (the next
     fetch, starting there, refreshes)."""
     covered = offset
@@ -201,7 +201,7 @@ def _without_holes(files: list[SegmentFile], offset: int) -> list[SegmentFile]:
     return files
 
 
-def _read_wave(files: list[SegmentFile], offset: int, wanted: int, budget: int | None) -> list[SegmentFile]:
+def read_wave(files: list[SegmentFile], offset: int, wanted: int, budget: int | None) -> list[SegmentFile]:
     """The next files a fetch reads at once: as many as their statistics say it still wants (records by
     offset span, bytes by file size), at most READ_PARALLELISM; so a tailing read reads one file."""
     wave: list[SegmentFile] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakelog.platform.index import SegmentFile
-from lakelog.platform.log import READ_PARALLELISM, _in_file_schema, _read_wave, _without_holes
+from lakelog.platform.log import READ_PARALLELISM, in_file_schema, read_wave, without_holes
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 
 
@@ -16,24 +16,24 @@ def segment(first: int, last: int, size: int = 1000) -> SegmentFile:
 
 def test_files_stop_at_the_first_hole() -> None:
     files = [segment(0, 9), segment(10, 19), segment(25, 30), segment(31, 40)]
-    assert _without_holes(files, 0) == files[:2]
-    assert _without_holes(files, 12) == files[:2]  # from inside a file
-    assert _without_holes(files[2:], 25) == files[2:]
-    assert _without_holes(files[2:], 20) == []  # the first file starts past the offset
+    assert without_holes(files, 0) == files[:2]
+    assert without_holes(files, 12) == files[:2]  # from inside a file
+    assert without_holes(files[2:], 25) == files[2:]
+    assert without_holes(files[2:], 20) == []  # the first file starts past the offset
 
 
 def test_a_tailing_read_reads_one_file_and_a_catching_up_read_several() -> None:
     files = [segment(100 * i, 100 * i + 99) for i in range(10)]
-    assert _read_wave(files[1:], 150, 10, None) == files[1:2]
-    assert _read_wave(files[1:], 150, 60, None) == files[1:3]  # 50 left in the first file
-    assert _read_wave(files, 0, 50_000, None) == files[:READ_PARALLELISM]
-    assert _read_wave(files[9:], 950, 50_000, None) == files[9:]
+    assert read_wave(files[1:], 150, 10, None) == files[1:2]
+    assert read_wave(files[1:], 150, 60, None) == files[1:3]  # 50 left in the first file
+    assert read_wave(files, 0, 50_000, None) == files[:READ_PARALLELISM]
+    assert read_wave(files[9:], 950, 50_000, None) == files[9:]
 
 
 def test_a_byte_budget_bounds_the_wave_by_file_size() -> None:
     files = [segment(100 * i, 100 * i + 99, size=4000) for i in range(10)]
-    assert _read_wave(files, 0, 50_000, 3000) == files[:1]
-    assert _read_wave(files, 0, 50_000, 6000) == files[:2]
+    assert read_wave(files, 0, 50_000, 3000) == files[:1]
+    assert read_wave(files, 0, 50_000, 6000) == files[:2]
 
 
 def _stored(offsets: list[int]) -> pa.Table:
@@ -49,7 +49,7 @@ def _stored(offsets: list[int]) -> pa.Table:
 
 def test_pieces_come_back_in_order_in_the_file_schema() -> None:
     pieces = [_stored([0, 1]), _stored([2]), TOPIC_FILE_SCHEMA.empty_table(), _stored([3, 4])]
-    runs = _in_file_schema(pieces)
+    runs = in_file_schema(pieces)
     assert all(run.schema == TOPIC_FILE_SCHEMA for run in runs)
     table = pa.concat_tables(runs)
     assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4]
