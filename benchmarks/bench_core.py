@@ -21,7 +21,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, percentile, rss_mb, server_heap
 from lakelog.platform import Broker, Record
-from lakelog.platform.catalog import MAX_PARTITIONS
+from lakelog.platform.catalog.catalog import MAX_PARTITIONS
 from lakelog.platform.log import CHECKPOINT_INTERVAL, TOPIC_TABLE_PROPERTIES
 from lakelog.schemas import TOPIC_SCHEMA
 from lakelog.settings import Settings

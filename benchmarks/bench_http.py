@@ -26,7 +26,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, free_port, percentile
 from lakelog.platform import Broker
-from lakelog.platform.catalog import MAX_PARTITIONS
+from lakelog.platform.catalog.catalog import MAX_PARTITIONS
 from lakelog.settings import Settings
 
 SUITE = "http"

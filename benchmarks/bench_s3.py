@@ -19,7 +19,7 @@ from rich.console import Console
 
 from benchmarks.common import Figure, percentile, s3_behind_proxy, server_heap
 from lakelog.platform import Broker, Record
-from lakelog.platform.catalog_table import SNAPSHOT_DIR
+from lakelog.platform.catalog.table import SNAPSHOT_DIR
 from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.settings import Settings

@@ -5,7 +5,7 @@ Grouped by concern: `CoreSettings` (what the log core reads), `HttpSettings`, `G
 `LAKELOG_<NAME>` environment variables; the core is handed `settings.core` and never sees the others.
 
 Topic settings (`retention.ms`, `max.message.bytes`, ...) are not here: they
-live with each topic in the catalog (`platform/topic_config.py`).
+live with each topic in the catalog (`platform/catalog/topic_config.py`).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class KafkaSettings(BaseModel):
     kafka_cluster_id: str = Field("lakelog", description="The cluster id Kafka clients are told")
     kafka_tls_cert_file: str | None = Field(None, description="PEM certificate (chain): TLS on the Kafka listener")
     kafka_tls_key_file: str | None = Field(None, description="PEM private key of the certificate")
-    # Topics created on first use, with Kafka's names and defaults (platform/auto_create.py)
+    # Topics created on first use, with Kafka's names and defaults (platform/catalog/auto_create.py)
     auto_create_topics_enable: bool = Field(True, description="auto.create.topics.enable: a Metadata request "
                                             "that allows it, or an HTTP produce, creates a missing topic")
     num_partitions: int = Field(1, ge=1, le=10_000, description="num.partitions: partitions of a topic created "

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from lakelog.platform.catalog import Catalog
+from lakelog.platform.catalog.catalog import Catalog
 from lakelog.platform.storage import Storage
 
 PARTITION_APP_PREFIX = "lakelog.partition."  # the log's SetTransaction app ids, spelled out independently

@@ -18,7 +18,7 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.groups import positions as group_positions
 from lakelog.platform.groups.membership import check_group_id
-from lakelog.platform import typed_produce
+from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.records import ConsumerRecord, TopicPartition, encode_bytes, records_to_columns
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.schema_registry.validation import RecordValidator

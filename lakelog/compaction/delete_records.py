@@ -1,6 +1,6 @@
 """Kafka's DeleteRecords: a partition's log start moved up to an offset, as retention moves it.
 
-lakelog's log start offset is the first offset of a partition's first file (`platform/index.py`), and
+lakelog's log start offset is the first offset of a partition's first file (`platform/segments/index.py`), and
 retention moves it by removing the oldest files in a metadata commit. DeleteRecords does the same, to an
 exact offset: the files wholly below it leave the table, and the one file it falls inside is rewritten
 from it on, with offset statistics starting at it (as compaction's outputs state their bounds), so the
@@ -23,9 +23,9 @@ from deltalake.transaction import AddAction
 
 from lakelog.compaction.plan import is_segment
 from lakelog.compaction.rewrite import RewriteResult, merge_segments
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import LakelogError, OffsetOutOfRange, StorageWriteFailed
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.log import TopicLog
 
 log = logging.getLogger(__name__)

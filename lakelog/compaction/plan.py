@@ -5,7 +5,7 @@ A partition's files are sorted by offset. The last file is the active segment
 closed segment. Rewrites always take a run of consecutive files, so the
 offsets a rewrite covers stay contiguous with its neighbours.
 
-Slices of files holding several partitions (layout 2's flushes, see platform/segment.py) are never
+Slices of files holding several partitions (layout 2's flushes, see platform/segments/segment.py) are never
 closed: only a roll removes them, rewriting every partition's slice of the file in one commit. So a roll
 always takes them, in runs of their own (a run never mixes them with other files): even a single slice, and
 whatever its size (a big flush's slice alone reaches segment.bytes). A run closed by size or age is a
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 
 
 def is_segment(segment: SegmentFile) -> bool:

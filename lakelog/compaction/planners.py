@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lakelog.compaction.plan import closed_segments, plan_compaction, plan_roll
-from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.catalog.catalog import TopicMeta
+from lakelog.platform.segments.index import SegmentFile
 
 Segments = Callable[[int], list[SegmentFile]]  # partition -> its files, sorted by offset
 

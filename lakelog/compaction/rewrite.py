@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.platform.file_stats import file_stats, iso_ms
-from lakelog.platform.index import SegmentFile
-from lakelog.platform.segment import INTAKE_FILE_SCHEMA, TableLayout, data_file_name, read_file
+from lakelog.platform.segments.file_stats import file_stats, iso_ms
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.segments.segment import INTAKE_FILE_SCHEMA, TableLayout, data_file_name, read_file
 from lakelog.platform.storage import Storage
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 

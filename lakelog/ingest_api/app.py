@@ -29,10 +29,10 @@ from lakelog.platform.cluster import Membership, Node, View
 from lakelog.platform.cluster.forwarding import NodeClient
 from lakelog.platform.cluster.membership import check_node_id, node_id_of
 from lakelog.platform.cluster.ownership import group_key, transaction_key
-from lakelog.platform.control_table import control_table_exists
+from lakelog.platform.delta.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.history import HistorySampler
+from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.layout import TRANSACTIONS_TABLE
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.platform.transactions.handover import Handover

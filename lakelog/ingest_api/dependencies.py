@@ -15,7 +15,7 @@ from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.history import HistorySampler
+from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
 from lakelog.platform.transactions.handover import Handover

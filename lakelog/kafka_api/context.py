@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from lakelog.platform.acl import ANONYMOUS, Authorizer
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import BrokerClosed
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.transactions.coordinator import TransactionCoordinator

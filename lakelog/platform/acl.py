@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 from lakelog.platform.clock import column_ms, now_ms
-from lakelog.platform.control_table import latest_rows, open_control_table, reread_if_changed
+from lakelog.platform.delta.control_table import latest_rows, open_control_table, reread_if_changed
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.layout import ACLS_TABLE
 from lakelog.platform.storage import Storage

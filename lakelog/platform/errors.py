@@ -108,7 +108,7 @@ class ProducerStateChanged(LakelogError):
 class DataChangedOutside(LakelogError):
     """Another writer changed a partition's records outside lakelog (another Delta tool's append, delete,
     update, merge, overwrite or restore): lakelog refuses to serve or extend the partition rather than
-    answer a duplicate offset or skip a record (platform/outside_commits.py)."""
+    answer a duplicate offset or skip a record (platform/delta/outside_commits.py)."""
 
     code = "DATA_CHANGED_OUTSIDE_LAKELOG"
 

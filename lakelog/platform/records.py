@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakelog.platform.errors import InvalidRecord
 # The checks of records against their topic's config live in record_checks.py; named here too, as before.
-from lakelog.platform.record_checks import (  # noqa: F401
+from lakelog.platform.produce.record_checks import (  # noqa: F401
     MAX_TIMESTAMP_MS,
     check_keys,
     check_sizes,
@@ -28,7 +28,7 @@ from lakelog.platform.record_checks import (  # noqa: F401
     record_sizes,
     validate_records,
 )
-from lakelog.platform.topic_config import TimestampType
+from lakelog.platform.catalog.topic_config import TimestampType
 from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from lakelog.platform import Broker, Storage
 from lakelog.platform.errors import InvalidConfig
-from lakelog.platform.reader import TopicReader
+from lakelog.platform.broker.reader import TopicReader
 from lakelog.settings import Settings, own_journal
 
 ROOT_OPTION = "lakelog.root"

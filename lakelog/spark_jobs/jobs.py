@@ -21,11 +21,11 @@ from deltalake.transaction import AddAction
 from lakelog.compaction.planners import PLANNERS, PartitionPlan
 from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_segments
 from lakelog.platform import Broker
-from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.index import SegmentFile
-from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
+from lakelog.platform.catalog.catalog import TopicMeta
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.ops.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.platform.log import TopicLog
-from lakelog.platform.segment import TableLayout
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.journal_sweep import run_journal_sweep
 from lakelog.spark_jobs.replicate import run_replication

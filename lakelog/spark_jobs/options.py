@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lakelog.platform.reader import TopicReader
+from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, UnknownTopicOrPartition
 from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.connection import Connection

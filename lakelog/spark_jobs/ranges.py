@@ -13,9 +13,9 @@ import logging
 import math
 from dataclasses import dataclass, replace
 
-from lakelog.platform.reader import TopicReader
+from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, OffsetOutOfRange
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.records import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lakelog.platform import Broker
-from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import InvalidRequest
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.copier import CopyStats, FileCopier, copy_file

@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from lakelog.platform.log import TopicLog
 from lakelog.platform.schema_registry.arrow_values import conformed
-from lakelog.platform.segment import read_offsets
+from lakelog.platform.segments.segment import read_offsets
 from lakelog.platform.storage import Storage
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.schemas import HEADERS_TYPE
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.ranges import FileRef, OffsetRange, check_data_loss

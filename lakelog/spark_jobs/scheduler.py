@@ -22,7 +22,7 @@ import time
 
 from lakelog.observability import configure_logging
 from lakelog.platform import Broker
-from lakelog.platform.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
+from lakelog.platform.ops.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.settings import Settings, own_journal
 from lakelog.spark_jobs.jobs import JOBS, job_run, run_job
 

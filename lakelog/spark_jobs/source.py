@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lakelog.platform.reader import TopicReader
+from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges

@@ -1,5 +1,5 @@
 """The source option `valueTyped=true`: after Kafka's columns, a typed topic's `value_typed` struct (the value
-decoded with its registered schema, written by lakelog's flush: platform/typed_column.py).
+decoded with its registered schema, written by lakelog's flush: platform/typed/column.py).
 
 The column's type is declared on the driver from the subscribed topics' tables (their types merged); each
 file's column is read as that type (fields added later null in older files, records written before the
@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 
 from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.schema_registry.arrow_types import TypeConflict, merged
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.options import parse_subscription
 

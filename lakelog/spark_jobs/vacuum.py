@@ -20,11 +20,11 @@ from typing import Any
 
 from lakelog.compaction.planners import PartitionPlan
 from lakelog.platform import Broker
-from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.delta_log import commit_uri, removed_paths
+from lakelog.platform.catalog.catalog import TopicMeta
+from lakelog.platform.delta.delta_log import commit_uri, removed_paths
 from lakelog.platform.layout import SINK_STAGING
 from lakelog.platform.log import TopicLog
-from lakelog.platform.table_retention import advertise_retention
+from lakelog.platform.delta.table_retention import advertise_retention
 from lakelog.spark_jobs.report import JobReport, Progress
 
 STATE_FILE = "_lakelog/vacuum.json"

@@ -1,4 +1,4 @@
-"""The catalog held in memory (catalog_table.py), on S3 (moto's server behind the counting proxy): a node
+"""The catalog held in memory (catalog/table.py), on S3 (moto's server behind the counting proxy): a node
 loads it from the newest snapshot and the commits after it, not from every file; follows other nodes'
 changes by reading only their commits; and its view is the table's, as any Delta reader sees it."""
 
@@ -10,9 +10,9 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.catalog import Catalog
-from lakelog.platform.catalog_table import SNAPSHOT_DIR, SNAPSHOT_INTERVAL, snapshot_name
-from lakelog.platform.control_table import latest_rows, read_control_table
+from lakelog.platform.catalog.catalog import Catalog
+from lakelog.platform.catalog.table import SNAPSHOT_DIR, SNAPSHOT_INTERVAL, snapshot_name
+from lakelog.platform.delta.control_table import latest_rows, read_control_table
 from lakelog.platform.errors import TopicAlreadyExists
 from lakelog.platform.layout import CATALOG_TABLE
 from lakelog.platform.storage import Storage

@@ -1,4 +1,4 @@
-"""Checkpoints written from the writer's own state (platform/checkpoint.py): Delta readers load them as
+"""Checkpoints written from the writer's own state (platform/delta/checkpoint.py): Delta readers load them as
 they load delta-rs's, a checkpoint after the first makes no read of the log, and a commit the writer did not
 see one by one (a maintenance job's) hands the next checkpoint back to delta-rs."""
 
@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.delta_log import COMMIT_FILE
+from lakelog.platform.delta.delta_log import COMMIT_FILE
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import run_job

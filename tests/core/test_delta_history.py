@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from delta_readers import assert_duckdb_agrees
 from lakelog.platform import Broker, Record
-from lakelog.platform.delta_log import commit_uri
+from lakelog.platform.delta.delta_log import commit_uri
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import run_job
 from log_check import assert_topic_intact

@@ -5,7 +5,7 @@ stays (files cover a partition's offsets without gaps: the roll and compaction k
 from __future__ import annotations
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.index import SegmentIndex
+from lakelog.platform.segments.index import SegmentIndex
 from log_check import assert_topic_intact
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.history import HistorySampler
+from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.layout import OFFSETS_TABLE, topic_path
 from lakelog.settings import Settings
 

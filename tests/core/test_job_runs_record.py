@@ -15,8 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakelog.platform import Broker
 from lakelog.platform.clock import now_ms
-from lakelog.platform.control_table import open_control_table, read_control_table
-from lakelog.platform.job_runs import JOB_RUNS_SCHEMA, JobRun, record_runs, recent_runs
+from lakelog.platform.delta.control_table import open_control_table, read_control_table
+from lakelog.platform.ops.job_runs import JOB_RUNS_SCHEMA, JobRun, record_runs, recent_runs
 from lakelog.platform.layout import JOB_RUNS_TABLE
 from lakelog.platform.storage import Storage
 from lakelog.settings import Settings

@@ -16,7 +16,7 @@ import pytest
 
 from lakelog.platform import Broker, Record
 from lakelog.platform.log import CHECKPOINT_INTERVAL, TopicLog
-from lakelog.platform.segment import TableLayout
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.platform.storage import Storage
 from lakelog.settings import Settings
 from log_check import assert_topic_intact

@@ -10,7 +10,7 @@ import pytest
 from lakelog.platform import Broker, Record
 from lakelog.platform.errors import InvalidRequest
 from lakelog.platform.log import TopicLog
-from lakelog.platform.segment import TableLayout
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import run_job
 from delta_readers import assert_duckdb_agrees

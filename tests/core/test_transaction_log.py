@@ -18,10 +18,10 @@ from delta_readers import assert_duckdb_agrees
 from lakelog.platform import Broker, Record
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.log import TopicLog
-from lakelog.platform.reader import TopicReader
+from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.records import Marker
 from lakelog.platform.log.reservations import StagedBatch, TransactionEnded
-from lakelog.platform.segment import TableLayout
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 from log_check import aborted_ranges, assert_topic_intact
 

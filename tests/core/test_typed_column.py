@@ -18,7 +18,7 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.layout import topic_path
 from lakelog.platform.log import CHECKPOINT_INTERVAL
 from lakelog.platform.schema_registry.wire_format import framed
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.settings import Settings
 from lakelog.spark_jobs.jobs import run_job
 from delta_readers import assert_duckdb_agrees, duckdb_column

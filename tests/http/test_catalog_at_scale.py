@@ -14,7 +14,7 @@ import pytest
 from deltalake.transaction import Transaction
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.catalog_table import CatalogTable
+from lakelog.platform.catalog.table import CatalogTable
 from lakelog.platform.clock import now_ms
 from lakelog.platform.layout import CATALOG_TABLE, topic_path
 from lakelog.platform.log import TopicLog

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import httpx
 import pytest
 
-from lakelog.platform.job_runs import JobRun, record_runs
+from lakelog.platform.ops.job_runs import JobRun, record_runs
 from lakelog.platform.storage import Storage
 from tests.http.conftest import ThreadServer
 from tests.patience import STUCK_S

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from lakelog.platform.catalog import MAX_PARTITIONS
+from lakelog.platform.catalog.catalog import MAX_PARTITIONS
 from log_check import assert_root_intact
 from tests.patience import STUCK_S
 from tests.http.conftest import ThreadServer, end_offsets, make_settings

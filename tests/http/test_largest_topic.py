@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from lakelog.platform.catalog import MAX_PARTITIONS
+from lakelog.platform.catalog.catalog import MAX_PARTITIONS
 from tests.patience import STUCK_S
 from tests.http.conftest import ThreadServer
 

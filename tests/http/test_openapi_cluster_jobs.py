@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from lakelog.ingest_api.models import ClusterDescription, JobRuns
-from lakelog.platform.job_runs import JobRun, record_runs
+from lakelog.platform.ops.job_runs import JobRun, record_runs
 from lakelog.platform.storage import Storage
 from tests.http.conftest import ThreadServer
 

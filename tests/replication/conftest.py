@@ -6,7 +6,7 @@ from typing import Callable, Iterator
 import pytest
 
 from lakelog.platform import Broker, Storage
-from lakelog.platform.delta_log import added_paths, commit_uri, versions
+from lakelog.platform.delta.delta_log import added_paths, commit_uri, versions
 from lakelog.platform.layout import topic_path
 from lakelog.settings import Settings
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lakelog.platform import Broker, Record
-from lakelog.platform.delta_log import added_paths, commit_uri, versions
+from lakelog.platform.delta.delta_log import added_paths, commit_uri, versions
 from lakelog.platform.errors import LakelogError, NotEnoughReplicas
 from lakelog.platform.groups.coordinator import GroupCoordinator
 from lakelog.platform.layout import topic_path

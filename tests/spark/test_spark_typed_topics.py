@@ -17,7 +17,7 @@ from lakelog.platform import Record
 from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.layout import topic_path
 from lakelog.platform.schema_registry.wire_format import framed
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.spark_jobs.scan import KAFKA_DDL
 from tests.spark.conftest import read
 

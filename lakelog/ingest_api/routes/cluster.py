@@ -25,7 +25,7 @@ from lakelog.platform.cluster.ownership import group_key, topic_key
 from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.wire import FetchAsk, decode_calls, encode_fetched, encode_results
 from lakelog.platform.errors import LakelogError
-from lakelog.platform.job_runs import recent_runs
+from lakelog.platform.ops.job_runs import recent_runs
 from lakelog.platform.records import ProduceResult
 
 router = APIRouter(tags=["cluster"])
@@ -128,7 +128,7 @@ async def relayed_fetch(topic: str, request: Request, services: Services = Depen
 @router.post("/internal/v1/topics/{topic}/log-ends", include_in_schema=False)
 async def relayed_log_ends(topic: str, request: Request, services: Services = Depends(services_of)) -> Response:
     """This node's log end offset of each of the topic's partitions (past its journal's records), once it
-    holds the topic's epoch: another node judges offsets by them (broker_ends.py)."""
+    holds the topic's epoch: another node judges offsets by them (broker/ends.py)."""
     _check_node(request, services)
     return json_response(await blocking(services.broker.log_end_offsets, topic, relay=False, taken=True))
 

@@ -18,11 +18,13 @@ from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.platform import auto_create, typed_fetch, typed_produce
-from lakelog.platform.catalog import TopicMeta
+from lakelog.platform.catalog import auto_create
+from lakelog.platform.typed import fetch as typed_fetch
+from lakelog.platform.typed import produce as typed_produce
+from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import UnknownTopicOrPartition
 from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.schemas import TOPIC_SCHEMA
 
 router = APIRouter(prefix="/v1/topics", tags=["records"])

@@ -21,7 +21,7 @@ from lakelog.ingest_api.models import (
     TopicSummary,
 )
 from lakelog.ingest_api.dependencies import Services, blocking
-from lakelog.platform.broker_ends import TopicDescription
+from lakelog.platform.broker.ends import TopicDescription
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 TopicName = Annotated[str, Path(min_length=1, max_length=249, description="Topic name")]

@@ -28,8 +28,8 @@ from lakelog.kafka_api.errors import CODES, KafkaProtocolError, error_code, erro
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import CLUSTER, ClusterAuthorizationFailed, TopicAuthorizationFailed
-from lakelog.platform.broker import Broker
-from lakelog.platform.catalog import TopicMeta, validate_partitions, validate_topic_name
+from lakelog.platform.broker.node import Broker
+from lakelog.platform.catalog.catalog import TopicMeta, validate_partitions, validate_topic_name
 from lakelog.platform.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -38,7 +38,7 @@ from lakelog.platform.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from lakelog.platform.topic_config import KNOWN_KEYS, MAX_LONG, TopicConfig, parse_topic_config
+from lakelog.platform.catalog.topic_config import KNOWN_KEYS, MAX_LONG, TopicConfig, parse_topic_config
 
 CreatedTopic = CreateTopicsResponse.CreatableTopicResult
 CreatedConfig = CreatedTopic.CreatableTopicConfigs

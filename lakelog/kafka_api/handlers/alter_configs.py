@@ -27,9 +27,9 @@ from lakelog.kafka_api.handlers.admin import (  # the same per-item machinery as
 )
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import InvalidConfig
-from lakelog.platform.topic_config import KNOWN_KEYS
+from lakelog.platform.catalog.topic_config import KNOWN_KEYS
 
 AlteredResource = AlterConfigsResponse.AlterConfigsResourceResponse
 

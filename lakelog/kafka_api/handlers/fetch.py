@@ -21,7 +21,7 @@ from lakelog.kafka_api.errors import CODES, error_code
 from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.records import FetchResult, record_sizes
 

@@ -24,7 +24,7 @@ from lakelog.kafka_api.batches import encode_fetch, fetch_magic
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import InvalidTopic
 from lakelog.platform.groups.offsets_topic import OFFSETS_TOPIC, PARTITIONS, SLOTS_PER_MS
 from lakelog.platform.groups.offsets_topic_log import BATCH_SCHEMA, REFRESH_S, OffsetsTopicLog

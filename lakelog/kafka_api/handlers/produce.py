@@ -22,9 +22,9 @@ from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.producer_ids import lakelog_producer_id
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform import typed_produce
+from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.acl import TopicAuthorizationFailed
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import LakelogError, RecordsRefused
 from lakelog.platform.records import ProducerBatch
 

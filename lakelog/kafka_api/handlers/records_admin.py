@@ -25,10 +25,10 @@ from lakelog.kafka_api.producer_ids import kafka_producer_id
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import CLUSTER, TopicAuthorizationFailed
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import LakelogError
-from lakelog.platform.producer_listing import ActiveProducer, partition_producers
+from lakelog.platform.produce.producer_listing import ActiveProducer, partition_producers
 from lakelog.platform.storage import Storage
 
 DeletedTopic = DeleteRecordsResponse.DeleteRecordsTopicResult

@@ -24,8 +24,8 @@ from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.membership import Node
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.wire import ForwardedCall, decode_results, encode_calls, error_from
-from lakelog.platform.group_commit import GroupCommit, copy_outcome, fail, succeed
-from lakelog.platform.admission import PendingProduce, checked
+from lakelog.platform.produce.group_commit import GroupCommit, copy_outcome, fail, succeed
+from lakelog.platform.produce.admission import PendingProduce, checked
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "X-Lakelog-Cluster-Secret"

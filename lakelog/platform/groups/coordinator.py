@@ -27,7 +27,7 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Callable
 
-from lakelog.platform.broker import Broker
+from lakelog.platform.broker.node import Broker
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition

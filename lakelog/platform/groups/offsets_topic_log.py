@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.platform.control_table import open_control_table
+from lakelog.platform.delta.control_table import open_control_table
 from lakelog.platform.groups import offsets_topic
 from lakelog.platform.layout import OFFSETS_TABLE
 from lakelog.platform.storage import Storage

@@ -24,7 +24,7 @@ from lakelog.platform.journal.writer import JournalWriter
 from lakelog.platform.storage import STORAGE_ERRORS
 
 if TYPE_CHECKING:
-    from lakelog.platform.open_topic import OpenTopic
+    from lakelog.platform.broker.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
 

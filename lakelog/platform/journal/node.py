@@ -32,11 +32,11 @@ from lakelog.platform.log import TopicLog
 from lakelog.platform.records import ProduceResult
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.admission import PendingProduce
+from lakelog.platform.produce.admission import PendingProduce
 from lakelog.settings import CoreSettings
 
 if TYPE_CHECKING:
-    from lakelog.platform.open_topic import OpenTopic
+    from lakelog.platform.broker.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -146,7 +146,7 @@ class NodeJournal:
         self.committer.commit_topic(opened)
 
     def take_for_reads(self, opened: "OpenTopic") -> None:
-        """Before a read past every offset this leader knows is judged (broker_ends.py): the topic's epoch
+        """Before a read past every offset this leader knows is judged (broker/ends.py): the topic's epoch
         held, so the previous holder's acknowledged records are in the table (its takeover's replay). Checked
         on the store (one LIST and one GET while this generation holds it): a generation another took the
         topic from learns it only at its next put, and its ends alone would call the taker's acknowledged

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
-from lakelog.platform.producer_state import ProducerLoader
+from lakelog.platform.produce.producer_state import ProducerLoader
 
 
 def pending_rows(items: Iterable[Acknowledged], producer_id: int, schema: pa.Schema) -> pa.Table:

@@ -38,7 +38,7 @@ from lakelog.platform.journal.topic_state import Acknowledged
 from lakelog.platform.storage import Storage
 
 if TYPE_CHECKING:
-    from lakelog.platform.open_topic import OpenTopic
+    from lakelog.platform.broker.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
 

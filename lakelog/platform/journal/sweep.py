@@ -25,7 +25,7 @@ from lakelog.platform.journal.sweep_plan import Slot, TableEnds, sweepable, wait
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
 
 if TYPE_CHECKING:
-    from lakelog.platform.broker import Broker
+    from lakelog.platform.broker.node import Broker
 
 log = logging.getLogger(__name__)
 

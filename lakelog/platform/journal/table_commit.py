@@ -16,7 +16,7 @@ from lakelog.platform.journal.planner import plan_commit
 from lakelog.platform.journal.topic_state import Acknowledged
 
 if TYPE_CHECKING:
-    from lakelog.platform.open_topic import OpenTopic
+    from lakelog.platform.broker.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
 

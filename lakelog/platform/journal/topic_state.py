@@ -19,7 +19,7 @@ import pyarrow as pa
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.journal.objects import Entry
 from lakelog.platform.journal.pacing import Due
-from lakelog.platform.tail_cache import Chunk, contiguous
+from lakelog.platform.broker.tail_cache import Chunk, contiguous
 
 
 @dataclass(frozen=True)

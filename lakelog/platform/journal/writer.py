@@ -29,7 +29,7 @@ import pyarrow as pa
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, StorageUnavailable
-from lakelog.platform.group_commit import GroupCommit, fail, succeed
+from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.journal.claims import latest_epoch, take_over
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.journal.objects import (
@@ -46,10 +46,10 @@ from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.commit import assign_offsets, partition_runs
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
-from lakelog.platform.admission import PendingProduce, checked
+from lakelog.platform.produce.admission import PendingProduce, checked
 
 if TYPE_CHECKING:
-    from lakelog.platform.open_topic import OpenTopic
+    from lakelog.platform.broker.open_topic import OpenTopic
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Checkpoints of the topic table and the cleanup of old commit files, off the produce path. (The rows of a
-checkpoint built from the writer's own state: lakelog/platform/checkpoint.py.)
+checkpoint built from the writer's own state: lakelog/platform/delta/checkpoint.py.)
 
 Threads: `_request_checkpoint` from a committing thread (log lock `_lock` held), taking only the
 condition `_checkpoints`; `_run_checkpoints`, `_checkpoint` and what it calls on the maintenance thread
@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakelog.platform.checkpoint import Append, checkpoint_rows, read_checkpoint, write_checkpoint
-from lakelog.platform.delta_log import clean_commit_log
+from lakelog.platform.delta.checkpoint import Append, checkpoint_rows, read_checkpoint, write_checkpoint
+from lakelog.platform.delta.delta_log import clean_commit_log
 from lakelog.platform.storage import STORAGE_ERRORS
-from lakelog.platform.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
+from lakelog.platform.delta.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 

@@ -7,7 +7,7 @@ partition. Two writers of one version conflict at the put; the loser refreshes a
 rewriting its records only when its offsets moved.
 
 Threads: `append` from the appending thread (the topic writer's flush, writer.py, or an exactly-once
-produce, broker.py), one attempt at a time under the log lock `_lock`; everything else here runs with
+produce, broker/node.py), one attempt at a time under the log lock `_lock`; everything else here runs with
 `_lock` held (`_apply_commit` also for a commit another writer made, followed by snapshot.py).
 """
 
@@ -23,16 +23,16 @@ import numpy as np
 import pyarrow as pa
 from deltalake.transaction import AddAction, Transaction
 
-from lakelog.platform.checkpoint import Append
+from lakelog.platform.delta.checkpoint import Append
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
+from lakelog.platform.delta.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
 from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed, UnknownTopicOrPartition
-from lakelog.platform.index import SegmentFile, slices_to_commit
+from lakelog.platform.segments.index import SegmentFile, slices_to_commit
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
-from lakelog.platform.segment import Written, write_segments
+from lakelog.platform.segments.segment import Written, write_segments
 from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
-from lakelog.platform.typed_column import TYPED_COLUMN
+from lakelog.platform.typed.column import TYPED_COLUMN
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.delta_log import commit_uri, committed_producers
+from lakelog.platform.delta.delta_log import commit_uri, committed_producers
 from lakelog.platform.errors import ProducerStateChanged
 from lakelog.platform.log.checkpoints import RETAINED_COMMITS
 from lakelog.platform.storage import STORAGE_ERRORS

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.platform.errors import OffsetOutOfRange
-from lakelog.platform.index import SegmentFile
-from lakelog.platform.outside_commits import beyond_log_end
-from lakelog.platform.segment import read_file, read_offsets
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.delta.outside_commits import beyond_log_end
+from lakelog.platform.segments.segment import read_file, read_offsets
 from lakelog.platform.storage import STORAGE_ERRORS
 from lakelog.schemas import TOPIC_FILE_SCHEMA
 

@@ -31,13 +31,13 @@ from deltalake.transaction import AddAction, Transaction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta_log import COMMIT_ID, commit_uri, encode_commit
+from lakelog.platform.delta.delta_log import COMMIT_ID, commit_uri, encode_commit
 from lakelog.platform.errors import StorageWriteFailed
-from lakelog.platform.file_stats import iso_ms, segment_of
+from lakelog.platform.segments.file_stats import iso_ms, segment_of
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID, open_app_id, partition_app_id
 from lakelog.platform.records import Marker
-from lakelog.platform.segment import (
+from lakelog.platform.segments.segment import (
     INTAKE_FILE_SCHEMA,
     SEGMENT_FILE_SCHEMA,
     TableLayout,

@@ -16,11 +16,11 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
-from lakelog.platform.content_index import DataFile
+from lakelog.platform.segments.content_index import DataFile
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta_log import COMMIT_ID, appended, commit_info, commit_uri, committed_producers
-from lakelog.platform.file_stats import holds_several_partitions, segment_of
-from lakelog.platform.index import SegmentFile, SegmentIndex, slices_from_commit
+from lakelog.platform.delta.delta_log import COMMIT_ID, appended, commit_info, commit_uri, committed_producers
+from lakelog.platform.segments.file_stats import holds_several_partitions, segment_of
+from lakelog.platform.segments.index import SegmentFile, SegmentIndex, slices_from_commit
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.commit import COMMIT_SLICES
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID

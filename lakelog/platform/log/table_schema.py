@@ -1,4 +1,4 @@
-"""The table's schema as typed topics evolve it: the type of the `value_typed` column (typed_column.py), and
+"""The table's schema as typed topics evolve it: the type of the `value_typed` column (typed/column.py), and
 the metadata commit that adds the column or new nullable fields of it, as Delta's schema evolution allows.
 
 The metadata commit is lakelog's own (`lakelog.commitId`), put only if its version is free, then loaded
@@ -19,11 +19,11 @@ import pyarrow as pa
 from deltalake import Schema
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta_log import COMMIT_ID, ENGINE, commit_uri
+from lakelog.platform.delta.delta_log import COMMIT_ID, ENGINE, commit_uri
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.schema_registry.arrow_types import TypeConflict, merged
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
-from lakelog.platform.typed_column import TYPED_COLUMN, TypedColumn
+from lakelog.platform.typed.column import TYPED_COLUMN, TypedColumn
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 

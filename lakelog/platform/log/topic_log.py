@@ -22,13 +22,13 @@ from typing import Callable, ContextManager
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
-from lakelog.platform.checkpoint import CheckpointState, first_checkpoint
-from lakelog.platform.delta_log import (
+from lakelog.platform.delta.checkpoint import CheckpointState, first_checkpoint
+from lakelog.platform.delta.delta_log import (
     COMMIT_ID, DELTA_LOG, checkpoint_name, commit_name, commit_uri, encode_commit, encode_create, file_version,
 )
 from lakelog.platform.errors import TopicAlreadyExists
-from lakelog.platform.file_slices import FileSlices
-from lakelog.platform.index import SegmentIndex
+from lakelog.platform.segments.file_slices import FileSlices
+from lakelog.platform.segments.index import SegmentIndex
 from lakelog.platform.layout import topic_path
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL, TOPIC_TABLE_PROPERTIES, Checkpoints
 from lakelog.platform.log.commit import Commits
@@ -40,11 +40,11 @@ from lakelog.platform.log.reservations import Reservations
 from lakelog.platform.log.snapshot import Snapshot
 from lakelog.platform.log.table_schema import TableSchema
 from lakelog.platform.log.time_index import TimeIndex
-from lakelog.platform.outside_commits import OutsideWatch
-from lakelog.platform.segment import TableLayout
+from lakelog.platform.delta.outside_commits import OutsideWatch
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, retention_properties
-from lakelog.platform.tail_cache import TailCache
+from lakelog.platform.delta.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, retention_properties
+from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.schemas import TOPIC_SCHEMA
 
 TOPIC_SCHEMA_JSON = Schema.from_arrow(TOPIC_SCHEMA).to_json()  # the table's schemaString
@@ -116,7 +116,7 @@ class TopicLog(Snapshot, Offsets, Commits, TableSchema, Producers, Checkpoints, 
         cleaned of its version 0) is refused, and a version 0 this call put beside them is taken back.
 
         Answers the writing of the first checkpoint (one PUT; the base of the writer's own checkpoints,
-        platform/checkpoint.py) when this call created the table, for the caller to run beside its next
+        platform/delta/checkpoint.py) when this call created the table, for the caller to run beside its next
         request; None when an empty table was reused."""
         uri = storage.uri(topic_path(name))
         properties = {**TOPIC_TABLE_PROPERTIES, **retention_properties(file_delete_delay_ms)}  # vacuum's delay

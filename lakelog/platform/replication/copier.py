@@ -21,7 +21,7 @@ from urllib.parse import unquote
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.platform.delta_log import (
+from lakelog.platform.delta.delta_log import (
     DELTA_LOG,
     LAST_CHECKPOINT,
     added_paths,

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
+from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.layout import REPLICAS_TABLE
 from lakelog.platform.replication.errors import SiteUnavailable
 from lakelog.platform.storage import Storage

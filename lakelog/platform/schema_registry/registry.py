@@ -20,7 +20,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 
 from lakelog.platform.backoff import backoff_s
-from lakelog.platform.control_table import open_control_table, reread_if_changed
+from lakelog.platform.delta.control_table import open_control_table, reread_if_changed
 from lakelog.platform.layout import SCHEMAS_TABLE
 from lakelog.platform.schema_registry import compatibility
 from lakelog.platform.schema_registry.errors import (

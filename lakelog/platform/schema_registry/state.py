@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelog.platform.control_table import latest_rows
+from lakelog.platform.delta.control_table import latest_rows
 from lakelog.platform.schema_registry.errors import InvalidVersion, SubjectNotFound, VersionNotFound
 
 SCHEMAS_TABLE_SCHEMA = pa.schema([

@@ -26,8 +26,8 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.control_table import latest_rows, open_control_table, read_control_table
-from lakelog.platform.delta_log import appended, commit_uri
+from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
+from lakelog.platform.delta.delta_log import appended, commit_uri
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import TRANSACTIONS_TABLE
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage

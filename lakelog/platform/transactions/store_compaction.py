@@ -31,8 +31,8 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.control_table import latest_rows, read_control_table
-from lakelog.platform.delta_log import ENGINE, add_entry, appended, commit_uri
+from lakelog.platform.delta.control_table import latest_rows, read_control_table
+from lakelog.platform.delta.delta_log import ENGINE, add_entry, appended, commit_uri
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 
 from lakelog.compaction.delete_records import Rewrite, plan_delete_records, resolve_target
 from lakelog.platform.errors import OffsetOutOfRange
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 
 
 def segment(path: str, partition: int, first: int, last: int, shared: bool = False) -> SegmentFile:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from lakelog.compaction.plan import RollGroup, plan_roll
 from lakelog.compaction.planners import plan_log_compaction, plan_segment_roll
-from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.index import SegmentFile
-from lakelog.platform.topic_config import parse_topic_config
+from lakelog.platform.catalog.catalog import TopicMeta
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.catalog.topic_config import parse_topic_config
 
 NOW = 10_000_000
 SEGMENT_BYTES = 1024

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.compaction.plan import closed_segments, plan_roll
-from lakelog.platform.index import SegmentFile
+from lakelog.platform.segments.index import SegmentFile
 
 NOW = 10_000_000
 

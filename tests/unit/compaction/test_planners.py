@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lakelog.compaction.planners import plan_log_compaction, plan_retention, plan_segment_roll
-from lakelog.platform.catalog import TopicMeta
-from lakelog.platform.index import SegmentFile
-from lakelog.platform.topic_config import parse_topic_config
+from lakelog.platform.catalog.catalog import TopicMeta
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.catalog.topic_config import parse_topic_config
 
 NOW = 10_000_000
 

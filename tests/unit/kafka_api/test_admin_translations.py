@@ -16,7 +16,7 @@ from lakelog.kafka_api.producer_ids import kafka_producer_id, lakelog_producer_i
 from lakelog.platform.errors import InvalidConfig, InvalidRequest
 from lakelog.platform.groups.offsets_topic_log import BATCH_SCHEMA
 from lakelog.platform.records import IDEMPOTENCY_BASE
-from lakelog.platform.topic_config import parse_topic_config
+from lakelog.platform.catalog.topic_config import parse_topic_config
 
 
 def entry(name: str, value: str | None) -> SimpleNamespace:

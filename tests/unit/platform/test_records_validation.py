@@ -19,7 +19,7 @@ from lakelog.platform.records import (
     records_to_table,
     validate_records,
 )
-from lakelog.platform.topic_config import parse_topic_config
+from lakelog.platform.catalog.topic_config import parse_topic_config
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

@@ -14,7 +14,7 @@ from lakelog.platform.journal.objects import Entry
 from lakelog.platform.journal.producer_history import journaled_history, merged, pending_rows
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.producers import CONTENT_COLUMNS, PRODUCER_COLUMNS
-from lakelog.platform.producer_state import ProducerStateManager
+from lakelog.platform.produce.producer_state import ProducerStateManager
 from lakelog.platform.records import ProducerBatch
 from lakelog.schemas import TOPIC_FILE_SCHEMA, TOPIC_SCHEMA
 

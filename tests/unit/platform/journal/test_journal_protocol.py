@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from lakelog.platform.journal import protocol as pr
-from lakelog.platform.journal import takeover as tk
-from lakelog.platform.journal.invariants import problems, replay_is_idempotent
-from lakelog.platform.journal.protocol import Variant, World
+from tests.journal_model import protocol as pr
+from tests.journal_model import takeover as tk
+from tests.journal_model.invariants import problems, replay_is_idempotent
+from tests.journal_model.protocol import Variant, World
 
 MAX_PROCS = 5
 

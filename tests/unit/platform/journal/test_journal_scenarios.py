@@ -5,10 +5,10 @@ highest + 1), caught by the listing after it, and a fence deleted from its hole 
 
 from __future__ import annotations
 
-from lakelog.platform.journal import protocol as pr
-from lakelog.platform.journal import takeover as tk
-from lakelog.platform.journal.invariants import problems, replay_is_idempotent
-from lakelog.platform.journal.protocol import Fence, Tombstone, Variant, World
+from tests.journal_model import protocol as pr
+from tests.journal_model import takeover as tk
+from tests.journal_model.invariants import problems, replay_is_idempotent
+from tests.journal_model.protocol import Fence, Tombstone, Variant, World
 
 
 def led_by_first(variant: Variant = Variant()) -> tuple[World, pr.Proc, pr.Proc]:

@@ -16,7 +16,7 @@ from lakelog.platform.schema_registry.embedded_json import to_wire_format
 from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.platform.schema_registry.wire_format import NotWireFormat, framed, schema_id_of, split_wire
 from lakelog.platform.storage import Storage
-from lakelog.platform.topic_config import parse_topic_config
+from lakelog.platform.catalog.topic_config import parse_topic_config
 
 AVRO = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
                                                       {"name": "item", "type": "string"},

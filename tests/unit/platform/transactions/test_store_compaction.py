@@ -9,7 +9,7 @@ from deltalake.transaction import AddAction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakelog.platform.control_table import latest_rows
+from lakelog.platform.delta.control_table import latest_rows
 from lakelog.platform.transactions.store import TRANSACTIONS_SCHEMA
 from lakelog.platform.transactions.store_compaction import ROWS_PER_ID, compacted, compaction_commit, compaction_due
 

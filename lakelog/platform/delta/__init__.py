@@ -1,0 +1,1 @@
+"""Delta's own terms: commit files, checkpoints, file changes, table retention, control tables, outside changes."""

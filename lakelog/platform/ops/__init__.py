@@ -1,0 +1,1 @@
+"""Operations records: the console history and maintenance job runs."""

@@ -1,0 +1,1 @@
+"""Typed topics: the typed column, typed produce and typed fetch."""

@@ -1,0 +1,1 @@
+"""A model of the node journal's protocol, for the hypothesis tests that check it."""
