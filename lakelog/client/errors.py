@@ -7,6 +7,8 @@ underscore as librdkafka spells them: `_TRANSPORT` (no answer), `_TIMED_OUT`, `_
 
 from __future__ import annotations
 
+import builtins
+
 TRANSPORT = "_TRANSPORT"
 TIMED_OUT = "_TIMED_OUT"
 MSG_TIMED_OUT = "_MSG_TIMED_OUT"
@@ -35,7 +37,7 @@ class KafkaError:
     def name(self) -> str:
         return self._code
 
-    def str(self) -> str:
+    def str(self) -> builtins.str:
         return self._message or self._code
 
     def retriable(self) -> bool:
@@ -56,10 +58,10 @@ class KafkaError:
     def __hash__(self) -> int:
         return hash(self._code)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> builtins.str:
         return f"KafkaError({self._code}, {self._message!r}, retriable={self._retriable})"
 
-    def __str__(self) -> str:
+    def __str__(self) -> builtins.str:
         return f"{self._code}: {self._message}" if self._message else self._code
 
 
@@ -73,5 +75,5 @@ class KafkaException(Exception):
     def error(self) -> KafkaError:
         return self.args[0]
 
-    def __str__(self) -> str:
+    def __str__(self) -> builtins.str:
         return str(self.args[0])

@@ -12,6 +12,7 @@ The table is append-only: one row per change, the latest row per ACL wins
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import threading
 from dataclasses import asdict, dataclass
@@ -78,7 +79,7 @@ class Acl:
     operation: str
     permission: str
 
-    def validate(self) -> "Acl":
+    def validate(self) -> Acl:
         for name, value, allowed in (("resource_type", self.resource_type, RESOURCE_TYPES),
                                      ("pattern_type", self.pattern_type, PATTERN_TYPES),
                                      ("operation", self.operation, OPERATIONS),
@@ -142,30 +143,30 @@ class AclStore:
             self.generation += 1
             self._last_ms = int(pc.max(column_ms(table.column("updated"))).as_py())
 
-    def list(self, acl_filter: AclFilter | None = None) -> list[Acl]:
+    def list(self, acl_filter: AclFilter | None = None) -> builtins.list[Acl]:
         with self._lock:
             acls = list(self._acls)
         return sorted((a for a in acls if acl_filter is None or acl_filter.matches(a)),
                       key=lambda a: tuple(asdict(a).values()))
 
-    def add(self, acls: Iterable[Acl]) -> list[Acl]:
+    def add(self, acls: Iterable[Acl]) -> builtins.list[Acl]:
         added = [acl.validate() for acl in acls]
         self._write(added, deleted=False)
         return added
 
-    def delete(self, acl_filter: AclFilter) -> list[Acl]:
+    def delete(self, acl_filter: AclFilter) -> builtins.list[Acl]:
         removed = self.list(acl_filter)
         self._write(removed, deleted=True)
         return removed
 
-    def remove(self, acls: Iterable[Acl]) -> list[Acl]:
+    def remove(self, acls: Iterable[Acl]) -> builtins.list[Acl]:
         """Delete these ACLs (those that exist), in one write: for a selection no AclFilter expresses."""
         with self._lock:
             present = [a for a in acls if a in self._acls]
         self._write(present, deleted=True)
         return present
 
-    def _write(self, acls: list[Acl], deleted: bool) -> None:
+    def _write(self, acls: builtins.list[Acl], deleted: bool) -> None:
         if not acls:
             return
         with self._lock:
@@ -185,7 +186,8 @@ class AclStore:
     def allowed(self, principal: str, operation: str, resource_type: str, name: str) -> bool:
         """Deny wins; then any allow that grants the operation."""
         with self._lock:
-            acls = [a for a in self._acls if a.principal in ("*", principal) and a.matches_resource(resource_type, name)]
+            acls = [a for a in self._acls
+                    if a.principal in ("*", principal) and a.matches_resource(resource_type, name)]
         if any(a.permission == "deny" and a.grants(operation) for a in acls):
             return False
         return any(a.permission == "allow" and a.grants(operation) for a in acls)

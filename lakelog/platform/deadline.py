@@ -18,7 +18,7 @@ class Deadline:
     at: float  # time.monotonic() seconds
 
     @classmethod
-    def after_ms(cls, ms: float) -> "Deadline":
+    def after_ms(cls, ms: float) -> Deadline:
         return cls(time.monotonic() + ms / 1000)
 
     def remaining_s(self) -> float:
@@ -36,5 +36,5 @@ class Deadline:
                                "producer sequence or Idempotency-Key")
 
     @staticmethod
-    def earliest(deadlines: list["Deadline"]) -> "Deadline":
+    def earliest(deadlines: list[Deadline]) -> Deadline:
         return min(deadlines, key=lambda d: d.at)

@@ -152,9 +152,9 @@ class Partitioner:
             keys = pa.array(list(keys), pa.binary())
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
-        result = (murmur2_array(keys) & np.uint32(0x7FFFFFFF) if self._hash_name == "murmur2"
+        hashed = (murmur2_array(keys) & np.uint32(0x7FFFFFFF) if self._hash_name == "murmur2"
                   else self._hash_each(keys.to_pylist())) % np.uint32(partitions)
-        result = result.astype(np.int32)
+        result = hashed.astype(np.int32)
         null_keys = np.asarray(keys.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         if explicit is not None:
             given = np.array([-1 if p is None else p for p in explicit], dtype=np.int64)

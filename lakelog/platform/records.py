@@ -18,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.platform.catalog.topic_config import TimestampType
 from lakelog.platform.errors import InvalidRecord
+
 # The checks of records against their topic's config live in record_checks.py; named here too, as before.
 from lakelog.platform.produce.record_checks import (  # noqa: F401
     MAX_TIMESTAMP_MS,
@@ -28,7 +30,6 @@ from lakelog.platform.produce.record_checks import (  # noqa: F401
     record_sizes,
     validate_records,
 )
-from lakelog.platform.catalog.topic_config import TimestampType
 from lakelog.schemas import HEADERS_TYPE, TOPIC_FILE_SCHEMA
 from lakelog.schemas.tables import TIMESTAMP_TYPE
 
@@ -87,7 +88,7 @@ def content_digest(table: pa.Table) -> bytes:
     return digest.digest()
 
 
-def _digest_binary(digest: "hashlib._Hash", column: pa.Array | pa.ChunkedArray) -> None:
+def _digest_binary(digest: hashlib._Hash, column: pa.Array | pa.ChunkedArray) -> None:
     _digest_lengths(digest, pc.binary_length(column))
     if len(column):
         filled = pc.fill_null(column, b"")  # a fresh array: null slots hold no bytes
@@ -97,7 +98,7 @@ def _digest_binary(digest: "hashlib._Hash", column: pa.Array | pa.ChunkedArray) 
             digest.update(memoryview(filled.buffers()[2])[offsets[0]:offsets[-1]])
 
 
-def _digest_lengths(digest: "hashlib._Hash", lengths: pa.Array | pa.ChunkedArray) -> None:
+def _digest_lengths(digest: hashlib._Hash, lengths: pa.Array | pa.ChunkedArray) -> None:
     """Lengths, with -1 for null: null and empty differ."""
     digest.update(pc.fill_null(lengths, -1).cast(pa.int64()).to_numpy(zero_copy_only=False).astype("<i8").tobytes())
 
@@ -217,7 +218,7 @@ def records_to_columns(records: Sequence[Record]) -> RecordColumns:
 
 def _as_bytes(data: object, i: int, name: str) -> bytes | None:
     if data is None or type(data) is bytes:
-        return data  # type: ignore[return-value]
+        return data
     if isinstance(data, str):
         try:
             return data.encode()

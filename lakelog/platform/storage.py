@@ -56,7 +56,7 @@ FOLDER_REMOVED_ATTEMPTS = 3  # a local write whose folder another node's delete 
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
 # connection errors through), delta-rs. Callers that survive a failing store catch these, not
 # Exception, so that a plain bug still surfaces.
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, BotoCoreError, DeltaError)
+STORAGE_ERRORS: tuple[type[OSError], type[BotoCoreError], type[DeltaError]] = (OSError, BotoCoreError, DeltaError)
 
 # delta-rs reports data it cannot write (a cast, a schema) as a generic DeltaError; its message says which.
 _DATA_ERRORS = ("Arrow error", "Cast error", "Schema error", "Invalid data", "Parquet error", "Json error")
@@ -78,13 +78,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _BUCKET = re.compile(r"<BucketName>([^<]+)</BucketName>")
 
 
-def describe_storage_error(storage: "Storage", error: BaseException) -> str:
+def describe_storage_error(storage: Storage, error: BaseException) -> str:
     """One line naming the root and the cause (no credentials, endpoint unreachable, no bucket, permission
     denied), instead of the nested report delta-rs and botocore give."""
     return f"cannot use root {storage.root}: {_storage_cause(storage, error)}"
 
 
-def _storage_cause(storage: "Storage", error: BaseException) -> str:
+def _storage_cause(storage: Storage, error: BaseException) -> str:
     text = _ANSI.sub("", str(error))
     endpoint = storage.options.get("aws_endpoint_url", "the S3 endpoint")
     if "NoSuchBucket" in text:
@@ -122,7 +122,7 @@ class Storage:
     options: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, root: str, options: Mapping[str, str] | None = None) -> "Storage":
+    def open(cls, root: str, options: Mapping[str, str] | None = None) -> Storage:
         options = normalize_options(options)
         if root.startswith("s3://") or root.startswith("s3a://"):
             root = "s3://" + root.split("://", 1)[1].rstrip("/")

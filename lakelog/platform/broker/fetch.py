@@ -2,8 +2,8 @@
 
 Reads go to the nearest in-sync replica when a site is asked for, else the leader's log. A long poll
 waits on the node's commit notification, bounded by the refresh interval, so other writers' commits
-(another node of the cluster, another process on the same root) are seen too. Consumers see offsets below the high watermark only:
-on a replicated topic, what `min.insync.replicas` sites hold.
+(another node of the cluster, another process on the same root) are seen too. Consumers see offsets below
+the high watermark only: on a replicated topic, what `min.insync.replicas` sites hold.
 
 Owns `Fetcher`, which the broker holds one of and calls from any caller's thread (a long poll blocks
 that thread); it reads through the `OpenTopic` it is given (`open_topic.py`) and imports nothing of
@@ -36,7 +36,7 @@ class Fetcher:
         self.interval_s = refresh_interval_ms / 1000
         self.committed = committed
 
-    def fetch(self, opened: "OpenTopic", partition: int, offset: int, max_records: int, max_bytes: int | None,
+    def fetch(self, opened: OpenTopic, partition: int, offset: int, max_records: int, max_bytes: int | None,
               timeout_ms: int, site: str | None, min_bytes: int, closed: Callable[[], bool],
               led_elsewhere: bool = False) -> FetchResult:
         """`led_elsewhere`: another node writes this topic, so even a fetch below this node's log end
@@ -60,7 +60,7 @@ class Fetcher:
                 topic_log.maybe_refresh(self.interval_s)
             high_watermark = self.high_watermark(opened, topic_log, partition)
             if self._journal_visible(opened, topic_log):
-                high_watermark = max(high_watermark, opened.journal.end(partition))  # type: ignore[union-attr]
+                high_watermark = max(high_watermark, opened.journal.end(partition))
             # Records of open transactions are not in the table: nothing from the first one on is answered
             # (the reserved offsets are a hole the read would stop at anyway). None open: all that is visible.
             table_end = topic_log.log_end_offset(partition)
@@ -83,7 +83,7 @@ class Fetcher:
             with self.committed:
                 self.committed.wait(min(remaining, self.interval_s))
 
-    def _from_journal(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, offset: int,
+    def _from_journal(self, opened: OpenTopic, topic_log: TopicLog, partition: int, offset: int,
                       max_records: int, max_bytes: int | None) -> tuple[pa.Table, int, int] | None:
         """Records at or past the table's log end that the leader acknowledged, the
         high watermark past them and the last stable offset; None when the table answers (or the offset is
@@ -111,7 +111,7 @@ class Fetcher:
             records = limit_bytes(records, max_bytes)
         return records, end, end
 
-    def _journal_tail(self, opened: "OpenTopic", topic_log: TopicLog, partition: int, table: pa.Table,
+    def _journal_tail(self, opened: OpenTopic, topic_log: TopicLog, partition: int, table: pa.Table,
                       max_records: int, max_bytes: int | None) -> pa.Table:
         """A read that reached the table's end goes on with the records acknowledged after it (the journal's
         memory), within `max_records` and `max_bytes`: one fetch answers what a consumer may see."""
@@ -125,17 +125,17 @@ class Fetcher:
         whole = pa.concat_tables([table, tail.select(table.column_names).cast(table.schema)])
         return whole if max_bytes is None else limit_bytes(whole, max_bytes)
 
-    def _journal_visible(self, opened: "OpenTopic", topic_log: TopicLog) -> bool:
+    def _journal_visible(self, opened: OpenTopic, topic_log: TopicLog) -> bool:
         """Records acknowledged on the node journal are read before their table commit, but not on a
         replicated topic whose min.insync.replicas needs followers: consumers see there only what that many
         sites hold (the table commit and its copies)."""
         return topic_log is opened.log and not self._needs_followers(opened)
 
-    def _needs_followers(self, opened: "OpenTopic") -> bool:
+    def _needs_followers(self, opened: OpenTopic) -> bool:
         return (self.replicas is not None and opened.replica_state is not None
                 and opened.meta.config.min_insync_replicas > 1)
 
-    def high_watermark(self, opened: "OpenTopic", topic_log: TopicLog, partition: int) -> int:
+    def high_watermark(self, opened: OpenTopic, topic_log: TopicLog, partition: int) -> int:
         """What consumers may read: on a replicated topic, only what min.insync.replicas sites hold.
 
         A follower holds only commits copied from the leader, so reading there
@@ -144,7 +144,7 @@ class Fetcher:
         """
         end = topic_log.log_end_offset(partition)
         needed = opened.meta.config.min_insync_replicas - 1  # followers besides the leader
-        if topic_log is not opened.log or not self._needs_followers(opened):
+        if topic_log is not opened.log or self.replicas is None or not self._needs_followers(opened):
             return end
         current = self.replicas.require_state(opened.meta.name)
         ends = sorted((self._replica(opened, site).log_end_offset(partition)
@@ -153,7 +153,7 @@ class Fetcher:
             return min(end, ends[needed - 1])
         return min([end, *ends])  # fewer in-sync followers than needed: what every in-sync replica holds
 
-    def replica_log(self, opened: "OpenTopic", site: str | None) -> TopicLog:
+    def replica_log(self, opened: OpenTopic, site: str | None) -> TopicLog:
         """The log to read: the nearest in-sync replica when one is asked for, else the leader's."""
         state = opened.replica_state
         if site is None or self.replicas is None or state is None or site == state.leader:
@@ -164,7 +164,7 @@ class Fetcher:
         # Followers hold only commits copied from the leader, so a read there never runs ahead of it.
         return self._replica(opened, site)
 
-    def _replica(self, opened: "OpenTopic", site: str) -> TopicLog:
+    def _replica(self, opened: OpenTopic, site: str) -> TopicLog:
         replica = opened.site_logs.get(site)
         if replica is None:
             replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore

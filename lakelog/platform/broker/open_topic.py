@@ -17,12 +17,12 @@ from lakelog.platform.cluster.forwarding import TopicForwarder
 from lakelog.platform.journal.topic_state import JournalTopic
 from lakelog.platform.log import TopicLog
 from lakelog.platform.partitioner import Partitioner
+from lakelog.platform.produce.admission import ProducerAdmission
 from lakelog.platform.produce.producer_state import ProducerStateManager
 from lakelog.platform.replication.manager import ReplicaManager
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.storage import Storage
 from lakelog.platform.typed.column import TypedColumn
-from lakelog.platform.produce.admission import ProducerAdmission
 from lakelog.settings import CoreSettings
 
 
@@ -37,7 +37,7 @@ class OpenTopic:
         self.meta = meta
         self.replica_state = replicas.require_state(meta.name, refresh=True) if replicas else None
         epoch = None
-        if self.replica_state is not None:  # write only to the current leader, with its epoch
+        if replicas is not None and self.replica_state is not None:  # write only to the current leader, with its epoch
             storage, epoch = replicas.sites[self.replica_state.leader], self.replica_state.leader_epoch
         self.log = TopicLog(storage, meta.name, settings.tail_cache_bytes, leader_epoch=epoch)
         if schemas is not None:

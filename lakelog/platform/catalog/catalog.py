@@ -23,9 +23,10 @@ import pyarrow as pa
 from deltalake.transaction import Transaction
 
 from lakelog.platform.backoff import backoff_s
+from lakelog.platform.catalog.table import CatalogTable
+from lakelog.platform.catalog.topic_config import TopicConfig, deprecated_settings, parse_topic_config
 from lakelog.platform.clock import now_ms, to_ms
 from lakelog.platform.delta.delta_log import DELTA_LOG
-from lakelog.platform.catalog.table import CatalogTable
 from lakelog.platform.errors import (
     InvalidPartitions,
     InvalidRequest,
@@ -38,7 +39,6 @@ from lakelog.platform.errors import (
 from lakelog.platform.layout import topic_path
 from lakelog.platform.log import TopicLog
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
-from lakelog.platform.catalog.topic_config import TopicConfig, deprecated_settings, parse_topic_config
 from lakelog.schemas import CATALOG_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -312,8 +312,8 @@ class Catalog:
                 row = _row(name, updated, current or (tombstone() if tombstone else None), revision + 1, now)
                 txns = [Transaction(f"lakelog.topic.{name}", revision + 1)]
                 try:
-                    then, add = _beside(alongside, lambda: self._table.write_data(row))
-                    _, landed = _beside(then, lambda: self._table.commit(add, row, txns))
+                    then, add = _beside(alongside, functools.partial(self._table.write_data, row))
+                    _, landed = _beside(then, functools.partial(self._table.commit, add, row, txns))
                 except LakelogError:  # `alongside` refused (a former table in the way): on the latest view?
                     if self._caught_up():
                         continue

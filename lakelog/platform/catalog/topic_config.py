@@ -150,7 +150,7 @@ class TopicConfig(BaseModel):
     def to_kafka(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
 
-    def altered(self, changes: Mapping[str, Any]) -> "TopicConfig":
+    def altered(self, changes: Mapping[str, Any]) -> TopicConfig:
         return parse_topic_config({**self.to_kafka(), **changes})
 
 

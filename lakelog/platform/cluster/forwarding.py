@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
+from functools import partial
 from typing import Callable
 
 import httpx
@@ -24,8 +25,8 @@ from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.membership import Node
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.wire import ForwardedCall, decode_results, encode_calls, error_from
-from lakelog.platform.produce.group_commit import GroupCommit, copy_outcome, fail, succeed
 from lakelog.platform.produce.admission import PendingProduce, checked
+from lakelog.platform.produce.group_commit import GroupCommit, copy_outcome, fail, succeed
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "X-Lakelog-Cluster-Secret"
@@ -139,7 +140,7 @@ class TopicForwarder:
             for pending in calls:
                 written = self._write_here(pending)
                 if written is not pending.future:
-                    written.add_done_callback(lambda done, p=pending: copy_outcome(done, p.future))
+                    written.add_done_callback(partial(copy_outcome, into=pending.future))
             return
         except Exception as exc:
             for pending in calls:

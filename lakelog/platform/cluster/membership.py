@@ -40,7 +40,7 @@ class Node:
         return json.dumps(fields).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> "Node":
+    def from_json(cls, data: bytes) -> Node:
         fields = json.loads(data)
         kafka = fields.get("kafka")
         return cls(str(fields["node_id"]), str(fields["address"]), None if kafka is None else str(kafka))

@@ -8,6 +8,7 @@ its size, rows and calls, which the leader checks before anything is written.
 
 from __future__ import annotations
 
+import builtins
 import re
 import uuid
 from dataclasses import asdict, dataclass
@@ -41,11 +42,11 @@ class ProduceReference:
     rows: int
     calls: int
 
-    def encode(self) -> bytes:
+    def encode(self) -> builtins.bytes:
         return orjson.dumps(asdict(self))
 
     @classmethod
-    def decode(cls, data: bytes) -> "ProduceReference":
+    def decode(cls, data: builtins.bytes) -> ProduceReference:
         """Raises ValueError on a body that is not a reference to a forward object."""
         try:
             found = orjson.loads(data)

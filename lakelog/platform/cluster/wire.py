@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lakelog.platform import errors as core
 from lakelog.platform.cluster.errors import RemoteError
-from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
+from lakelog.platform.records import FetchResult, ProducerBatch, ProduceResult
 
 CALLS_KEY = b"lakelog.calls"
 FILE_COLUMNS = ["offset", "timestamp", "timestamp_type", "key", "value", "headers", "producer_id",
@@ -73,9 +73,9 @@ def decode_calls(data: bytes) -> list[ForwardedCall]:
 
 def encode_results(results: Sequence[ProduceResult | core.LakelogError]) -> bytes:
     """Per call its error; or 0, a success whose records went where the call sent them; or a duplicate's
-    answer (the partitions of the first attempt) or one with a table version; the successes' offsets and timestamps once for all calls, small: offsets as the step from
-    the previous offset of the same partition (a forwarded batch's records mostly land one after another,
-    so the steps are runs of 1), timestamps as runs of equal values. The sender knows the partitions."""
+    answer (the partitions of the first attempt) or one with a table version; the successes' offsets and
+    timestamps once for all calls, small: offsets as the step from the previous offset of the same
+    partition (a forwarded batch's records mostly land one after another, so the steps are runs of 1), timestamps as runs of equal values. The sender knows the partitions."""
     answers: list = []
     done = [r for r in results if not isinstance(r, core.LakelogError)]
     for result in results:
@@ -212,7 +212,7 @@ class FetchAsk:
         return orjson.dumps(self.__dict__)
 
     @classmethod
-    def decode(cls, data: bytes) -> "FetchAsk":
+    def decode(cls, data: bytes) -> FetchAsk:
         """Raises ValueError on a body that is not a relayed fetch."""
         try:
             fields = orjson.loads(data)

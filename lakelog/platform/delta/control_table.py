@@ -65,7 +65,9 @@ def reread_if_changed(storage: Storage, table: DeltaTable, known_version: int) -
     version = table.version()
     if version == known_version:
         return version, None
-    return version, read_control_table(storage, table) if version > 0 else pa.schema(table.schema().to_arrow()).empty_table()
+    if version == 0:
+        return version, pa.schema(table.schema().to_arrow()).empty_table()
+    return version, read_control_table(storage, table)
 
 
 def latest_rows(rows: pa.Table, keys: Sequence[str], order: Sequence[str]) -> pa.Table:

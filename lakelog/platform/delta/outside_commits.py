@@ -32,9 +32,9 @@ from urllib.parse import unquote
 import orjson
 import pyarrow as pa
 
-from lakelog.platform.segments.content_index import DataFile
 from lakelog.platform.delta.delta_log import COMMIT_ID, commit_uri
 from lakelog.platform.errors import DataChangedOutside
+from lakelog.platform.segments.content_index import DataFile
 from lakelog.platform.segments.index import SegmentFile, SegmentIndex
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
 

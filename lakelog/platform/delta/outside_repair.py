@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.delta.outside_commits import duplicated
+from lakelog.platform.segments.index import SegmentFile
 
 REPAIR_JOB = "repair"  # commitInfo lakelog.job of the repair's commit (file_changes.MAINTENANCE_JOB)
 

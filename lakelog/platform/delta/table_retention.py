@@ -22,9 +22,9 @@ from typing import Callable, Protocol
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties
 
+from lakelog.platform.catalog.topic_config import parse_topic_config
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS, Storage
-from lakelog.platform.catalog.topic_config import parse_topic_config
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ the coordinator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Callable, Literal, Protocol
 
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
@@ -44,7 +44,7 @@ class ResetSpec:
             raise InvalidRequest(f"a reset to {self.kind} needs a value >= 0, got {self.value}")
 
     @classmethod
-    def of(cls, spec: str | int) -> "ResetSpec":
+    def of(cls, spec: str | int) -> ResetSpec:
         """The HTTP form: `earliest`, `latest` or a timestamp in ms."""
         if isinstance(spec, int) and not isinstance(spec, bool):
             return cls("timestamp", spec)
@@ -84,7 +84,7 @@ def datetime_ms(text: str) -> int:
         raise InvalidRequest(f"not an ISO-8601 date-time: {text!r} (e.g. 2026-11-21T18:00:00 or "
                              "2026-11-21T18:00:00+01:00)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
 
 
@@ -143,7 +143,8 @@ def plan_reset(log: Offsets, committed: dict[TopicPartition, CommittedOffset], s
     for topic, partition in partitions:
         start = log.list_offset(topic, partition, "earliest")
         end = log.list_offset(topic, partition, "latest")
-        at_time = log.list_offset(topic, partition, spec.value) if spec.kind == "timestamp" else None
+        at_time = (log.list_offset(topic, partition, spec.value)
+                   if spec.kind == "timestamp" and spec.value is not None else None)
         current = committed[(topic, partition)].offset if (topic, partition) in committed else None
         if spec.kind == "shift" and current is None:
             raise InvalidRequest(f"cannot shift {topic}-{partition}: it has no committed offset "

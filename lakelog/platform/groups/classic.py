@@ -54,8 +54,8 @@ coordinator calls in, from its request threads and its reaper, always under its 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Mapping
 
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.groups.classic_model import (
@@ -70,9 +70,9 @@ from lakelog.platform.groups.classic_model import (
     JoinResult,
     Protocol,
     SyncResult,
-    _differs,
-    _fail,
-    _resolve,
+    differs,
+    fail,
+    resolve,
 )
 from lakelog.platform.groups.classic_phases import Phases
 from lakelog.platform.groups.consumer_protocol import consumer_assignment, consumer_subscription
@@ -93,29 +93,6 @@ log = logging.getLogger(__name__)
 
 
 class ClassicGroup(Phases):
-    def __init__(self, group_id: str, initial_rebalance_delay_s: float = 3.0, *,
-                 min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 1_800_000) -> None:
-        self.group_id = group_id
-        self.initial_rebalance_delay_s = initial_rebalance_delay_s
-        self.min_session_timeout_ms = min_session_timeout_ms
-        self.max_session_timeout_ms = max_session_timeout_ms
-        self.state = EMPTY
-        self.generation = 0
-        self.protocol_type: str | None = None
-        self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.members: dict[str, ClassicMember] = {}  # in the order they joined
-        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, float] = {}  # ids handed out with MEMBER_ID_REQUIRED -> expiry
-        self.fenced: dict[str, str] = {}  # replaced member id -> group.instance.id
-        self._join_deadline: float | None = None  # PreparingRebalance: the phase ends by then
-        self._initial_phase = False  # the join phase started from Empty: it waits in delay windows
-        self._delay_cap = 0.0  # ... never beyond this
-        self._member_added = False  # ... and a member arrived in the current window
-        self._pending_sync: set[str] = set()  # members of this generation that have not synced yet
-        self._sync_deadline: float | None = None
-        self._closed: LakelogError | None = None
-
     @property
     def empty(self) -> bool:
         """Nothing would be lost if the coordinator forgot this group (but its generation number)."""
@@ -135,7 +112,7 @@ class ClassicGroup(Phases):
             else:
                 self._join_known(request, now, future)
         except LakelogError as exc:
-            _fail(future, exc)
+            fail(future, exc)
         return future
 
     def _join_new(self, request: JoinRequest, now: float, member_id: str, future: Future[JoinResult]) -> None:
@@ -168,10 +145,10 @@ class ClassicGroup(Phases):
         if self.state == COMPLETING and same_protocols:
             # It missed the answer of the phase that just completed: answer it again.
             leader = member_id == self.leader_id
-            _resolve(future, self._join_result(member_id, self._member_list() if leader else []))
+            resolve(future, self._join_result(member_id, self._member_list() if leader else []))
         elif self.state == STABLE and same_protocols and member_id != self.leader_id:
             # A follower with nothing new: the current generation, so it can SyncGroup again.
-            _resolve(future, self._join_result(member_id, []))
+            resolve(future, self._join_result(member_id, []))
         else:
             # In a join phase it waits; otherwise its protocols changed, or it is the leader, which
             # rejoins to ask for a rebalance (e.g. the topics it subscribes to changed).
@@ -203,7 +180,7 @@ class ClassicGroup(Phases):
         member.client_id, member.client_host = request.client_id, request.client_host
         if member.join_future is not None:
             # Kafka drops the earlier parked request silently; answering it keeps no future pending forever.
-            _fail(member.join_future, RebalanceInProgress("a newer JoinGroup of this member replaced this one"))
+            fail(member.join_future, RebalanceInProgress("a newer JoinGroup of this member replaced this one"))
         member.join_future = future
 
     def _replace_static(self, old: ClassicMember, request: JoinRequest, now: float, new_id: str,
@@ -212,8 +189,8 @@ class ClassicGroup(Phases):
         instance = request.group_instance_id or ""
         previous_leader = self.leader_id
         fenced = FencedInstanceId(f"member {old.member_id!r} was replaced by a newer instance of {instance!r}")
-        _fail(old.join_future, fenced)
-        _fail(old.sync_future, fenced)
+        fail(old.join_future, fenced)
+        fail(old.sync_future, fenced)
         del self.members[old.member_id]
         self._fence(old.member_id, instance)
         new = ClassicMember(new_id, old.group_instance_id, request.client_id, request.client_host,
@@ -248,7 +225,7 @@ class ClassicGroup(Phases):
             # Older clients: name the previous leader id, so a replaced leader does not think it leads.
             result = self._join_result(member.member_id, [], leader=previous_leader or "")
         future, member.join_future = member.join_future, None
-        _resolve(future, result)
+        resolve(future, result)
 
     # ---- SyncGroup -------------------------------------------------------------------------------------
 
@@ -261,7 +238,7 @@ class ClassicGroup(Phases):
             self._check_open()
             member = self._member(member_id, group_instance_id)
             self._check_generation(generation)
-            if _differs(protocol_type, self.protocol_type) or _differs(protocol_name, self.protocol_name):
+            if differs(protocol_type, self.protocol_type) or differs(protocol_name, self.protocol_name):
                 raise InconsistentGroupProtocol(
                     f"group {self.group_id!r} uses {self.protocol_type}/{self.protocol_name}, "
                     f"not {protocol_type}/{protocol_name}")
@@ -270,15 +247,15 @@ class ClassicGroup(Phases):
             member.last_heartbeat = now
             self._pending_sync.discard(member_id)
             if self.state == STABLE:
-                _resolve(future, self._sync_result(member))
+                resolve(future, self._sync_result(member))
                 return future
             if member.sync_future is not None:
-                _fail(member.sync_future, RebalanceInProgress("a newer SyncGroup of this member replaced this one"))
+                fail(member.sync_future, RebalanceInProgress("a newer SyncGroup of this member replaced this one"))
             member.sync_future = future
             if member_id == self.leader_id:
                 self._assign(assignments, now)
         except LakelogError as exc:
-            _fail(future, exc)
+            fail(future, exc)
         return future
 
     def _assign(self, assignments: Mapping[str, bytes], now: float) -> None:
@@ -296,7 +273,7 @@ class ClassicGroup(Phases):
             if member.sync_future is not None:
                 future, member.sync_future = member.sync_future, None
                 member.last_heartbeat = now  # its session starts over once it is answered
-                _resolve(future, self._sync_result(member))
+                resolve(future, self._sync_result(member))
 
     # ---- Heartbeat, LeaveGroup, OffsetCommit -------------------------------------------------------------
 
@@ -364,8 +341,8 @@ class ClassicGroup(Phases):
         later call."""
         self._closed = error
         for member in self.members.values():
-            _fail(member.join_future, error)
-            _fail(member.sync_future, error)
+            fail(member.join_future, error)
+            fail(member.sync_future, error)
             member.join_future = member.sync_future = None
         self.pending_members.clear()
         self._join_deadline = self._sync_deadline = None

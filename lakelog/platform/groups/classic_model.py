@@ -8,9 +8,10 @@ which run under the coordinator's lock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -91,17 +92,17 @@ class ClassicMember:
         return now - self.last_heartbeat > self.session_timeout_ms / 1000
 
 
-def _common_protocols(members: Iterable[ClassicMember]) -> set[str]:
+def common_protocols(members: Iterable[ClassicMember]) -> set[str]:
     sets = [m.protocol_names for m in members]
     return set.intersection(*sets) if sets else set()
 
 
-def _differs(asked: str | None, actual: str | None) -> bool:
+def differs(asked: str | None, actual: str | None) -> bool:
     # SyncGroup before v5 names neither: only a name given on both sides can disagree.
     return asked is not None and actual is not None and asked != actual
 
 
-def _resolve(future: Future[Any] | None, value: Any) -> None:
+def resolve(future: Future[Any] | None, value: Any) -> None:
     if future is None or future.done():
         return
     try:
@@ -110,7 +111,7 @@ def _resolve(future: Future[Any] | None, value: Any) -> None:
         pass
 
 
-def _fail(future: Future[Any] | None, error: BaseException) -> None:
+def fail(future: Future[Any] | None, error: BaseException) -> None:
     if future is None or future.done():
         return
     try:

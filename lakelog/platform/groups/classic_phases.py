@@ -2,7 +2,7 @@
 the start of a rebalance, the expiry of pending ids, sessions and unsynced members, the bookkeeping of
 members (look-up, removal, fencing), and the checks and answers every call shares.
 
-Owns `Phases`, a part of `ClassicGroup` (its state is set up in `ClassicGroup.__init__`; the protocol is
+Owns `Phases`, the base of `ClassicGroup`: the group's state and what every call shares (the protocol is
 described in `classic.py`). Pure, like the rest of it: time arrives as `now`; no threads, timers, clock
 or I/O. Called only from within `ClassicGroup`'s own calls, so on the coordinator's threads under its lock.
 """
@@ -22,9 +22,9 @@ from lakelog.platform.groups.classic_model import (
     JoinRequest,
     JoinResult,
     SyncResult,
-    _common_protocols,
-    _fail,
-    _resolve,
+    common_protocols,
+    fail,
+    resolve,
 )
 from lakelog.platform.groups.errors import (
     FencedInstanceId,
@@ -39,8 +39,31 @@ log = logging.getLogger("lakelog.platform.groups.classic")  # the classic group'
 
 
 class Phases:
-    """ClassicGroup's phases, members and checks (a part of `ClassicGroup`: its state is set up in
-    `ClassicGroup.__init__`)."""
+    """ClassicGroup's state, phases, members and checks: the base `ClassicGroup` builds its calls on."""
+
+    def __init__(self, group_id: str, initial_rebalance_delay_s: float = 3.0, *,
+                 min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 1_800_000) -> None:
+        self.group_id = group_id
+        self.initial_rebalance_delay_s = initial_rebalance_delay_s
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, ClassicMember] = {}  # in the order they joined
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        self.pending_members: dict[str, float] = {}  # ids handed out with MEMBER_ID_REQUIRED -> expiry
+        self.fenced: dict[str, str] = {}  # replaced member id -> group.instance.id
+        self._join_deadline: float | None = None  # PreparingRebalance: the phase ends by then
+        self._initial_phase = False  # the join phase started from Empty: it waits in delay windows
+        self._delay_cap = 0.0  # ... never beyond this
+        self._member_added = False  # ... and a member arrived in the current window
+        self._pending_sync: set[str] = set()  # members of this generation that have not synced yet
+        self._sync_deadline: float | None = None
+        self._closed: LakelogError | None = None
+
 
     # ---- time ----------------------------------------------------------------------------------------------
 
@@ -96,7 +119,7 @@ class Phases:
             # The parked syncs of the generation that will never be assigned must rejoin.
             for member in self.members.values():
                 member.assignment = b""
-                _fail(member.sync_future, RebalanceInProgress(f"group {self.group_id!r} is rebalancing: {reason}"))
+                fail(member.sync_future, RebalanceInProgress(f"group {self.group_id!r} is rebalancing: {reason}"))
                 member.sync_future = None
         self._pending_sync.clear()
         self._sync_deadline = None
@@ -148,7 +171,7 @@ class Phases:
             member.last_heartbeat = now  # every session starts over with the new generation
             if member.join_future is not None:
                 future, member.join_future = member.join_future, None
-                _resolve(future, self._join_result(member.member_id,
+                resolve(future, self._join_result(member.member_id,
                                                    everyone if member.member_id == self.leader_id else []))
         self._pending_sync = set(self.members)
         self._sync_deadline = now + self._rebalance_timeout_s()
@@ -168,7 +191,7 @@ class Phases:
         """The protocol every member supports with the most first-choice votes; a tie goes to the one the
         oldest member prefers (Kafka leaves ties to hash order)."""
         members = list(self.members.values())
-        candidates = _common_protocols(members)
+        candidates = common_protocols(members)
         votes: dict[str, int] = {}
         for member in members:
             choice = member.vote(candidates)
@@ -203,8 +226,8 @@ class Phases:
             self._maybe_complete_join(now)
 
     def _remove(self, member: ClassicMember, error: LakelogError) -> None:
-        _fail(member.join_future, error)
-        _fail(member.sync_future, error)
+        fail(member.join_future, error)
+        fail(member.sync_future, error)
         member.join_future = member.sync_future = None
         del self.members[member.member_id]
         instance = member.group_instance_id
@@ -247,9 +270,9 @@ class Phases:
         if request.protocol_type != self.protocol_type:
             raise InconsistentGroupProtocol(f"group {self.group_id!r} has protocol type "
                                             f"{self.protocol_type!r}, not {request.protocol_type!r}")
-        if not _common_protocols(others) & {p.name for p in request.protocols}:
+        if not common_protocols(others) & {p.name for p in request.protocols}:
             raise InconsistentGroupProtocol(
-                f"group {self.group_id!r} members all support {sorted(_common_protocols(others))}; "
+                f"group {self.group_id!r} members all support {sorted(common_protocols(others))}; "
                 f"this member offers {[p.name for p in request.protocols]}")
 
     def _rebalance_timeout_s(self) -> float:

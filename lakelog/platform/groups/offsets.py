@@ -23,8 +23,8 @@ from lakelog.platform.clock import column_ms, now_ms
 from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.errors import StorageUnavailable
-from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.layout import OFFSETS_TABLE
+from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.records import TopicPartition
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
 from lakelog.schemas import CONSUMER_OFFSETS_SCHEMA

@@ -108,7 +108,8 @@ def _writers(storage: Storage, folder: str, slot: int) -> bool:
         return True
 
 
-def objects_below(storage: Storage, node: str, run: str, fence: int, listed: list[int]) -> list[tuple[int, JournalObject]]:
+def objects_below(storage: Storage, node: str, run: str, fence: int,
+                  listed: list[int]) -> list[tuple[int, JournalObject]]:
     """The generation's objects below its fence: those listed, and those that landed after the listing (read
     by slot; a slot found empty was never written or is deleted, its entries committed)."""
     folder = storage.uri(generation_path(node, run))
@@ -135,7 +136,7 @@ def topic_entries(objects: list[tuple[int, JournalObject]], run: str, topic: str
     return items
 
 
-def take_over(storage: Storage, opened: "OpenTopic", node: str, run: str,
+def take_over(storage: Storage, opened: OpenTopic, node: str, run: str,
               settled: frozenset[str] = frozenset()) -> Epoch:
     """Make (node, run) the holder of the topic's next epoch, fencing and replaying the generation before
     it, whoever's: one of this process's own earlier generations too (fenced when it was left, by a taker

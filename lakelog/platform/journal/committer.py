@@ -58,7 +58,7 @@ class TableCommitter:
                 self._start(topics[name])
             self._pacer.spent(len(started) - sum(d.by_bytes for d in due))
 
-    def _start(self, opened: "OpenTopic") -> None:
+    def _start(self, opened: OpenTopic) -> None:
         with self._lock:
             self._busy.add(opened.meta.name)
         try:
@@ -67,7 +67,7 @@ class TableCommitter:
             with self._lock:
                 self._busy.discard(opened.meta.name)
 
-    def _commit_in_background(self, opened: "OpenTopic") -> None:
+    def _commit_in_background(self, opened: OpenTopic) -> None:
         try:
             self.commit_topic(opened)
         except (LakelogError, *STORAGE_ERRORS) as exc:
@@ -78,7 +78,7 @@ class TableCommitter:
             with self._lock:
                 self._busy.discard(opened.meta.name)
 
-    def commit_topic(self, opened: "OpenTopic") -> None:
+    def commit_topic(self, opened: OpenTopic) -> None:
         """Commit every acknowledged entry of the topic now (also the exactly-once path's first step)."""
         state = opened.journal
         with state.commit_lock:
@@ -108,7 +108,7 @@ class TableCommitter:
         self._pool.shutdown(wait=True)
 
 
-def _due(opened: "OpenTopic", now: float) -> Due | None:
+def _due(opened: OpenTopic, now: float) -> Due | None:
     config = opened.meta.config
     state = opened.journal
     return state.due(now, config.table_commit_interval_ms, config.table_commit_bytes)

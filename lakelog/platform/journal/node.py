@@ -29,10 +29,10 @@ from lakelog.platform.journal.table_commit import commit_entries
 from lakelog.platform.journal.topic_state import Acknowledged
 from lakelog.platform.journal.writer import JournalWriter
 from lakelog.platform.log import TopicLog
+from lakelog.platform.produce.admission import PendingProduce
 from lakelog.platform.records import ProduceResult
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.produce.admission import PendingProduce
 from lakelog.settings import CoreSettings
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ EMBEDDED_NODE = "node"
 
 class NodeJournal:
     def __init__(self, storage: Storage, settings: CoreSettings, committed: threading.Condition,
-                 open_topic: Callable[[str], "OpenTopic | None"]) -> None:
+                 open_topic: Callable[[str], OpenTopic | None]) -> None:
         """`open_topic`: a topic's machinery opened apart from the broker's (for the replay; closed after),
         None when the topic does not exist. Replays the node's journal before taking any call."""
         self._carried: dict[str, list[Acknowledged]] = {}  # entries a replica election handed to the next opening
@@ -58,7 +58,7 @@ class NodeJournal:
         self.writer.settled = self.replayed.settled
         self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 
-    def attach(self, opened: "OpenTopic") -> None:
+    def attach(self, opened: OpenTopic) -> None:
         """Make an opened topic's offsets the journal's (set before its first produce call). Entries a replica
         election carried over (`elect`) continue there: served, and committed to the new leader's table."""
         opened.log.journal_exclusive = lambda: self.exclusive(opened)  # a transaction's reservations
@@ -69,11 +69,11 @@ class NodeJournal:
         # A producer's state rebuilt here counts its batches acknowledged but not yet in the table.
         opened.producers.read_history_from(journaled_history(opened.log.producer_history, opened.journal))
 
-    def submit(self, opened: "OpenTopic", pending: PendingProduce) -> Future:
+    def submit(self, opened: OpenTopic, pending: PendingProduce) -> Future:
         return self.writer.submit(opened, pending)
 
     @contextmanager
-    def exclusive(self, opened: "OpenTopic") -> Iterator[None]:
+    def exclusive(self, opened: OpenTopic) -> Iterator[None]:
         """A direct table commit of the topic (an exactly-once append): its acknowledged entries committed
         first, and no journal flush assigns its offsets meanwhile; the offsets are read from the table after."""
         state = opened.journal
@@ -88,7 +88,7 @@ class NodeJournal:
             finally:
                 state.reset()
 
-    def elect(self, opened: "OpenTopic", elect: Callable[[list[Acknowledged]], T], reopen: Callable[[], None]) -> T:
+    def elect(self, opened: OpenTopic, elect: Callable[[list[Acknowledged]], T], reopen: Callable[[], None]) -> T:
         """A replica election of the topic. Its acknowledged entries are committed to the current leader's
         table where that site answers; `elect` is given those still waiting and elects only where they fit
         the new leader's table (at their offsets, none missing before), raising otherwise (nothing changes).
@@ -131,7 +131,7 @@ class NodeJournal:
                 f"{ends.get(bad.partition, 0)}: it lacks commits of the old leader. Elect once the old leader "
                 "site answers (the entries then go to its table first), or choose a site that holds its commits")
 
-    def replicated_version(self, opened: "OpenTopic", result: ProduceResult) -> int:
+    def replicated_version(self, opened: OpenTopic, result: ProduceResult) -> int:
         """acks=all on a replicated topic: the call's records committed to the leader's table now; answers the
         table version that holds them (for the copy to min.insync.replicas sites)."""
         self.committer.commit_topic(opened)
@@ -141,11 +141,11 @@ class NodeJournal:
                                          "its leader's table yet; retry")
         return opened.log.version
 
-    def commit_topic(self, opened: "OpenTopic") -> None:
+    def commit_topic(self, opened: OpenTopic) -> None:
         """The topic's acknowledged entries committed to its table now (a synchronous produce's wait)."""
         self.committer.commit_topic(opened)
 
-    def take_for_reads(self, opened: "OpenTopic") -> None:
+    def take_for_reads(self, opened: OpenTopic) -> None:
         """Before a read past every offset this leader knows is judged (broker/ends.py): the topic's epoch
         held, so the previous holder's acknowledged records are in the table (its takeover's replay). Checked
         on the store (one LIST and one GET while this generation holds it): a generation another took the
@@ -161,7 +161,7 @@ class NodeJournal:
             raise StorageUnavailable(f"{opened.meta.name!r} could not be taken over before the read: {exc}; "
                                      "retry") from exc
 
-    def forget_topic(self, opened: "OpenTopic") -> None:
+    def forget_topic(self, opened: OpenTopic) -> None:
         """A deleted topic: its entries count as committed (their objects may go)."""
         state = opened.journal
         with state.lock:  # no flush of the topic is deciding: the calls still queued are refused
@@ -210,10 +210,10 @@ def probe_create_only(storage: Storage) -> None:
                              "the node journal cannot run on it")
 
 
-def replay_own(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic | None"]) -> Replayed:
-    opened: list["OpenTopic"] = []
+def replay_own(storage: Storage, node: str, open_topic: Callable[[str], OpenTopic | None]) -> Replayed:
+    opened: list[OpenTopic] = []
 
-    def open_once(name: str) -> "OpenTopic | None":
+    def open_once(name: str) -> OpenTopic | None:
         topic = open_topic(name)
         if topic is not None:
             opened.append(topic)

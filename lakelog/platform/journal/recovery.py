@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from lakelog.platform.errors import DataChangedOutside, OffsetsMoved
-from lakelog.platform.journal.errors import JournalReplayFailed
 from lakelog.platform.journal.claims import fence_generation, objects_below
+from lakelog.platform.journal.errors import JournalReplayFailed
 from lakelog.platform.journal.objects import (
     FENCE,
     RECORDS,
@@ -70,8 +70,8 @@ def read_generations(storage: Storage, node: str) -> tuple[list[str], dict[str, 
     return runs, out
 
 
-def replay(storage: Storage, node: str, open_topic: Callable[[str], "OpenTopic | None"],
-           commit: Callable[["OpenTopic", list[Acknowledged]], list[Acknowledged]]) -> Replayed:
+def replay(storage: Storage, node: str, open_topic: Callable[[str], OpenTopic | None],
+           commit: Callable[[OpenTopic, list[Acknowledged]], list[Acknowledged]]) -> Replayed:
     """`open_topic`: the topic's machinery, None when the topic no longer exists (the caller closes what it
     opened); `commit`: committer.py's `commit_entries`."""
     runs, generations = read_generations(storage, node)

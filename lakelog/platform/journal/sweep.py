@@ -70,7 +70,7 @@ def sweep_journal(storage: Storage, table_ends: TopicEndsReader, skip: Collectio
     return report
 
 
-def _sweep_generation(storage: Storage, node: str, run: str, ends: "_CachedEnds",
+def _sweep_generation(storage: Storage, node: str, run: str, ends: _CachedEnds,
                       dry_run: bool) -> GenerationSwept | None:
     """None unless the generation is fenced."""
     folder = storage.uri(generation_path(node, run))
@@ -118,7 +118,7 @@ class _CachedEnds:
         return {t: self._ends[t] for t in topics if t in self._ends}
 
 
-def broker_table_ends(broker: "Broker") -> TopicEndsReader:
+def broker_table_ends(broker: Broker) -> TopicEndsReader:
     """A topic's table ends read fresh through the broker; None only when the catalog says it is gone."""
     broker.catalog.refresh()  # a topic deleted by another process since this broker last looked
 
@@ -134,7 +134,7 @@ def broker_table_ends(broker: "Broker") -> TopicEndsReader:
     return read
 
 
-def sweep_broker(broker: "Broker", dry_run: bool = False) -> SweepReport:
+def sweep_broker(broker: Broker, dry_run: bool = False) -> SweepReport:
     """The sweep on a broker's root, never touching its own live generation."""
     skip = {(broker.journal.node, broker.journal.writer.run)}
     return sweep_journal(broker.storage, broker_table_ends(broker), skip, dry_run)

@@ -24,7 +24,7 @@ COMMIT_TIMEOUT_MS = 60_000  # one attempt's bound; a commit that fails is tried 
 REPLAN_ATTEMPTS = 5
 
 
-def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+def commit_entries(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowledged]:
     """Put these acknowledged entries of one topic into its table at their offsets; answers the entries now
     there (committed or found there). Raises if the table cannot take them (left for the next try). Entries of
     a partition refused because another Delta writer changed it wait for `lakelog topics repair` (which
@@ -48,7 +48,7 @@ def commit_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Ackno
     return done
 
 
-def _append(opened: "OpenTopic", records: pa.Table, partitions: np.ndarray, producer_ids: frozenset[int],
+def _append(opened: OpenTopic, records: pa.Table, partitions: np.ndarray, producer_ids: frozenset[int],
             bases: dict[int, int]) -> None:
     """The log's append at fixed offsets. Its producer check (another writer committed batches of these
     producers since this node looked: the fenced holder's committer, a taker's replay) guards a retry
@@ -66,7 +66,7 @@ def _append(opened: "OpenTopic", records: pa.Table, partitions: np.ndarray, prod
             opened.producers.forget_changed(opened.log.take_changed_producers())
 
 
-def replay_entries(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+def replay_entries(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowledged]:
     """Every entry into the table, or `JournalReplayFailed` and nothing committed. Another writer committing
     the same entries meanwhile (the fenced one's committer) only makes it plan again. The entries are
     another generation's: their producers' state here is read from the table again (this node's own
@@ -89,7 +89,7 @@ def _producers_of(items: list[Acknowledged]) -> set[int]:
     return ids
 
 
-def _replay_once(opened: "OpenTopic", items: list[Acknowledged]) -> list[Acknowledged]:
+def _replay_once(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowledged]:
     ends = {i.entry.partition: opened.log.log_end_offset(i.entry.partition) for i in items}
     bad = plan_commit(ends, [i.entry for i in items]).misfit
     if bad is not None:

@@ -29,7 +29,6 @@ import pyarrow as pa
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, StorageUnavailable
-from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.journal.claims import latest_epoch, take_over
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.journal.objects import (
@@ -44,9 +43,10 @@ from lakelog.platform.journal.objects import (
 from lakelog.platform.journal.planner import deletable_slots
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.commit import assign_offsets, partition_runs
+from lakelog.platform.produce.admission import PendingProduce, checked
+from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
-from lakelog.platform.produce.admission import PendingProduce, checked
 
 if TYPE_CHECKING:
     from lakelog.platform.broker.open_topic import OpenTopic
@@ -59,7 +59,7 @@ RETRY_S = 0.05  # first pause between attempts at one slot (doubling, up to a se
 
 @dataclass
 class JournalCall:
-    opened: "OpenTopic"
+    opened: OpenTopic
     pending: PendingProduce
 
     @property
@@ -71,7 +71,7 @@ class JournalCall:
 class _Prepared:
     """One topic's part of a flush: its admitted calls and their records at their offsets."""
 
-    opened: "OpenTopic"
+    opened: OpenTopic
     accepted: list[PendingProduce]
     results: list[ProduceResult]
     items: list[Acknowledged]
@@ -88,7 +88,7 @@ class JournalWriter:
         self._lock = threading.Lock()  # guards the fields below
         self._outstanding: dict[str, dict[int, int]] = {}  # run -> slot -> entries not yet committed
         self._highest: dict[str, int] = {}  # run -> its highest landed slot
-        self._topics: dict[str, "OpenTopic"] = {}  # topics with acknowledged entries, for the committer
+        self._topics: dict[str, OpenTopic] = {}  # topics with acknowledged entries, for the committer
         self.settled: frozenset[str] = frozenset()  # the node's generations its start settled (recovery.py)
         self._open_generation()
         self._flushes = GroupCommit(f"journal-{node}", self._flush, linger_ms, batch_bytes,
@@ -105,7 +105,7 @@ class JournalWriter:
 
     # ---- the produce side --------------------------------------------------
 
-    def submit(self, opened: "OpenTopic", pending: PendingProduce) -> Future:
+    def submit(self, opened: OpenTopic, pending: PendingProduce) -> Future:
         self._flushes.submit(JournalCall(opened, pending))
         return pending.future
 
@@ -149,7 +149,7 @@ class JournalWriter:
             for state in held:
                 state.lock.release()
 
-    def _claim(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> bool:
+    def _claim(self, opened: OpenTopic, state: JournalTopic, calls: list[PendingProduce]) -> bool:
         """`claim`, or the calls answered with its error."""
         try:
             self.claim(opened, state)
@@ -161,7 +161,7 @@ class JournalWriter:
             return False
         return True
 
-    def claim(self, opened: "OpenTopic", state: JournalTopic) -> None:
+    def claim(self, opened: OpenTopic, state: JournalTopic) -> None:
         """The topic's epoch for this generation before any offset is assigned or any direct table commit is
         made (claims.py). Called with `state.lock` held."""
         if state.claimed_by == self.run:
@@ -171,7 +171,7 @@ class JournalWriter:
         # Other writers' batches may be in the table now: their producers' state is read from it again.
         opened.producers.forget_changed(opened.log.take_changed_producers())
 
-    def hold(self, opened: "OpenTopic", state: JournalTopic) -> None:
+    def hold(self, opened: OpenTopic, state: JournalTopic) -> None:
         """`claim`, checked on the store: a generation meets another's fence only at its next put, so until
         then `claimed_by` may name a topic another generation took since (and acknowledged records of). If
         one did, the topic is taken back (fence, replay). Called with `state.lock` held."""
@@ -185,7 +185,7 @@ class JournalWriter:
         current = latest_epoch(self.storage, topic)
         return current is not None and (current.node, current.run) == (self.node, self.run)
 
-    def _catch_up(self, opened: "OpenTopic", state: JournalTopic) -> None:
+    def _catch_up(self, opened: OpenTopic, state: JournalTopic) -> None:
         """A sequence gap or a fenced producer epoch: another generation may have taken the topic and
         acknowledged the producer's later batches. If so, take the topic back (fence, replay: the producer
         state then reads those batches); while the epoch is still this generation's the refusal stands.
@@ -195,7 +195,7 @@ class JournalWriter:
         except (LakelogError, *STORAGE_ERRORS) as exc:
             log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
 
-    def _prepare(self, opened: "OpenTopic", state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
+    def _prepare(self, opened: OpenTopic, state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
         calls = opened.admission.served(calls)
         accepted = opened.admission.admit(checked(calls, opened.meta.name), lambda: self._catch_up(opened, state))
         if accepted and state.pending_bytes >= BEHIND_FACTOR * opened.meta.config.table_commit_bytes:
@@ -294,7 +294,7 @@ class JournalWriter:
 
     # ---- the committer's side -----------------------------------------------
 
-    def topics_with_entries(self) -> list["OpenTopic"]:
+    def topics_with_entries(self) -> list[OpenTopic]:
         with self._lock:
             return list(self._topics.values())
 
@@ -307,7 +307,7 @@ class JournalWriter:
                 slots = self._outstanding.get(run)
                 if slots is not None and slot in slots:
                     slots[slot] -= 1
-            doomed = []
+            doomed: list[str] = []
             for run, slots in self._outstanding.items():
                 gone = deletable_slots(slots, self._highest.get(run))
                 for slot in gone:
@@ -346,7 +346,7 @@ class JournalWriter:
         except STORAGE_ERRORS as exc:
             log.warning("empty journal generation %s not removed: %s", self.run, exc)
 
-    def track(self, opened: "OpenTopic") -> None:
+    def track(self, opened: OpenTopic) -> None:
         """A topic with acknowledged entries put there other than by a flush (carried over by an election)."""
         with self._lock:
             self._topics[opened.meta.name] = opened

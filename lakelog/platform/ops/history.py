@@ -181,7 +181,7 @@ class HistorySampler:
     groups it coordinates (`GroupCoordinator.describe`, lag from the log end offsets it knows). A tick reads
     no storage unless describing a group does (a group's topic not open here yet is opened once)."""
 
-    def __init__(self, broker: "Broker", coordinator: "GroupCoordinator", interval_s: float, window_s: float,
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator, interval_s: float, window_s: float,
                  clock: Callable[[], int] = now_ms) -> None:
         interval_ms = max(int(interval_s * 1000), 1)
         window_ms = max(int(window_s * 1000), interval_ms)
@@ -192,7 +192,7 @@ class HistorySampler:
         self._thread = threading.Thread(target=self._loop, name="lakelog-history", daemon=True)
         self._failing = ""  # the last failure logged: one line per new cause, not one per tick
 
-    def start(self) -> "HistorySampler":
+    def start(self) -> HistorySampler:
         self._thread.start()
         return self
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -120,7 +121,7 @@ def recent_runs(storage: Storage, limit: int = 50) -> list[JobRun]:
     return [as_run(r) for r in rows[:limit]]
 
 
-def as_run(row: dict) -> JobRun:
+def as_run(row: dict[str, Any]) -> JobRun:
     """A row as a JobRun; rows written before the `trigger` column were all the scheduler's."""
-    return JobRun(**{f.name: row.get(f.name) for f in JOB_RUNS_SCHEMA if f.name != "trigger"},
-                  trigger=row.get("trigger") or "schedule")
+    fields: dict[str, Any] = {f.name: row.get(f.name) for f in JOB_RUNS_SCHEMA if f.name != "trigger"}
+    return JobRun(**fields, trigger=row.get("trigger") or "schedule")

@@ -15,14 +15,15 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import InvalidProducerEpoch, LakelogError, OutOfOrderSequence
-from lakelog.platform.produce.group_commit import fail, succeed
 from lakelog.platform.log import TopicLog
+from lakelog.platform.produce.group_commit import fail, succeed
 from lakelog.platform.produce.producer_state import ProducerStateManager, key_reused
 from lakelog.platform.records import (
-    ProduceResult,
     ProducerBatch,
+    ProduceResult,
     RecordColumns,
     Stamp,
     columns_to_table,
@@ -30,7 +31,6 @@ from lakelog.platform.records import (
     validate_records,
 )
 from lakelog.platform.storage import STORAGE_ERRORS
-from lakelog.platform.catalog.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +184,10 @@ def checked(calls: list[PendingProduce], topic: str) -> list[PendingProduce]:
         _as_tables(calls)
         configs = {id(call.config): call.config for call in calls}
         if len(configs) == 1 and calls:
-            validate_records(_concat([call.table for call in calls]), calls[0].config)  # type: ignore[misc]
+            validate_records(_concat([call.table for call in calls]), calls[0].config)
         else:
             for call in calls:
-                validate_records(call.table, call.config)  # type: ignore[arg-type]
+                validate_records(call.table, call.config)
     except LakelogError:
         return [call for call in calls if _checked_alone(call, topic)]
     return calls
@@ -196,7 +196,7 @@ def checked(calls: list[PendingProduce], topic: str) -> list[PendingProduce]:
 def _checked_alone(call: PendingProduce, topic: str) -> bool:
     try:
         _as_tables([call])
-        validate_records(call.table, call.config)  # type: ignore[arg-type]
+        validate_records(call.table, call.config)
     except LakelogError as exc:
         log.warning("produce to %s refused, nothing written: %s: %s", topic, exc.code, exc.message)
         fail(call.future, exc)
@@ -207,7 +207,7 @@ def _checked_alone(call: PendingProduce, topic: str) -> bool:
 def _as_tables(calls: list[PendingProduce]) -> None:
     """Set each call's table: the columnar calls as slices of one table built for all of them."""
     columnar = [call for call in calls if isinstance(call.records, RecordColumns)]
-    whole = columns_to_table([call.records for call in columnar]) if columnar else None  # type: ignore[misc]
+    whole = columns_to_table([call.records for call in columnar]) if columnar else None
     start = 0
     for call in calls:
         if isinstance(call.records, RecordColumns):

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class Call(Protocol):
-    future: Future
+    @property
+    def future(self) -> Future: ...
 
 
 C = TypeVar("C", bound=Call)

@@ -24,7 +24,7 @@ from lakelog.platform.errors import (
     InvalidProducerEpoch,
     OutOfOrderSequence,
 )
-from lakelog.platform.records import ProduceResult, ProducerBatch, content_digest
+from lakelog.platform.records import ProducerBatch, ProduceResult, content_digest
 
 RECENT_BATCHES = 5  # as Kafka's broker keeps for each producer
 

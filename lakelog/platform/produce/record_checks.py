@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.platform.errors import InvalidTimestamp, RecordsRefused, RecordTooLarge
 from lakelog.platform.catalog.topic_config import TimestampType, TopicConfig
+from lakelog.platform.errors import InvalidTimestamp, RecordsRefused, RecordTooLarge
 
 # The largest timestamp every reader of a topic table can hold: 9999-12-31T23:59:59.999Z. Delta's
 # statistics are ISO dates (four-digit years), delta-rs stores microseconds, Spark's TimestampType

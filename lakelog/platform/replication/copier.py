@@ -44,7 +44,7 @@ class CopyStats:
     bytes: int = 0
     skipped: int = 0
 
-    def __iadd__(self, other: "CopyStats") -> "CopyStats":
+    def __iadd__(self, other: CopyStats) -> CopyStats:
         self.files += other.files
         self.bytes += other.bytes
         self.skipped += other.skipped
@@ -221,6 +221,7 @@ class TableReplicator:
         if self.target.size(f"{self.target_table}/{checkpoint}") is None:
             if self.source.size(f"{self.source_table}/{checkpoint}") is None:
                 return
-            copy_file(self.source, self.target, f"{self.source_table}/{checkpoint}", f"{self.target_table}/{checkpoint}")
+            copy_file(self.source, self.target, f"{self.source_table}/{checkpoint}",
+                      f"{self.target_table}/{checkpoint}")
         self.target.write_bytes(f"{self.target_table}/{hint}", data)
 

@@ -14,10 +14,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import InvalidRequest, LakelogError, NotEnoughReplicas
+from lakelog.platform.layout import REPLICATED_CONTROL_TABLES, topic_path
 from lakelog.platform.partitioner import murmur2
 from lakelog.platform.replication.copier import CopyReport, FileCopier, TableReplicator
 from lakelog.platform.replication.errors import (
@@ -26,7 +27,6 @@ from lakelog.platform.replication.errors import (
     ReplicaDiverged,
     SiteUnavailable,
 )
-from lakelog.platform.layout import REPLICATED_CONTROL_TABLES, topic_path
 from lakelog.platform.replication.state import ReplicaState, ReplicaStateStore
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
 
@@ -90,7 +90,7 @@ class ReplicaManager:
             replicas = tuple((names[(start + i) % len(names)]) for i in range(replication_factor))
         return ReplicaState(topic, replicas, replicas[0], 0, replicas, now_ms())
 
-    def create(self, state: ReplicaState, create_table: "callable") -> None:
+    def create(self, state: ReplicaState, create_table: Callable[[Any], None]) -> None:
         """Create the table at the leader, copy it to the followers, record the state."""
         create_table(self.sites[state.leader])
         for follower in state.followers:
@@ -163,7 +163,7 @@ class ReplicaManager:
 
     # ---- catch-up (the replication job and the embedded schedule) --------------
 
-    def sync(self, topic: str, copier_for: "callable | None" = None) -> list[CopyReport]:
+    def sync(self, topic: str, copier_for: Callable[[ReplicaState, str], Any] | None = None) -> list[CopyReport]:
         """Bring every reachable follower up to the leader; grow and shrink the in-sync set."""
         reports = []
         with self._lock(topic):

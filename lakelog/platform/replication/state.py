@@ -46,7 +46,7 @@ class ReplicaState:
     def followers(self) -> tuple[str, ...]:
         return tuple(r for r in self.replicas if r != self.leader)
 
-    def with_isr(self, isr: list[str] | tuple[str, ...]) -> "ReplicaState":
+    def with_isr(self, isr: list[str] | tuple[str, ...]) -> ReplicaState:
         ordered = tuple(r for r in self.replicas if r in set(isr))
         return replace(self, isr=ordered, updated_ms=now_ms())
 

@@ -20,8 +20,16 @@ import pyarrow as pa
 
 from lakelog.platform.schema_registry import avro_compat, protobuf_schema
 from lakelog.platform.schema_registry.arrow_types import (
-    NotMappable, as_struct, avro_branches, avro_logical, avro_value_type, avro_widened_union, json_kind,
-    json_resolved, json_value_type, nullable_everywhere,
+    NotMappable,
+    as_struct,
+    avro_branches,
+    avro_logical,
+    avro_value_type,
+    avro_widened_union,
+    json_kind,
+    json_resolved,
+    json_value_type,
+    nullable_everywhere,
 )
 from lakelog.platform.schema_registry.compatibility import AVRO, JSON, PROTOBUF
 from lakelog.platform.schema_registry.protobuf_types import message_converter, message_type
@@ -200,7 +208,7 @@ def _avro_matcher(schema: Any, names: Mapping[str, Any]) -> Callable[[Any], bool
         "string": lambda v: isinstance(v, str), "array": lambda v: isinstance(v, list),
         "map": lambda v: isinstance(v, dict),
     }
-    return simple.get(kind, lambda v: False)  # type: ignore[arg-type]
+    return simple.get(kind, lambda v: False)
 
 
 def _time_units(value: datetime.time, per_second: int) -> int:

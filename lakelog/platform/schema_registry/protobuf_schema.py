@@ -25,8 +25,19 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from google.protobuf import (
-    any_pb2, api_pb2, descriptor_pb2, descriptor_pool, duration_pb2, empty_pb2, field_mask_pb2, message_factory,
-    source_context_pb2, struct_pb2, timestamp_pb2, type_pb2, wrappers_pb2,
+    any_pb2,
+    api_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    message_factory,
+    source_context_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    type_pb2,
+    wrappers_pb2,
 )
 from google.protobuf.descriptor import Descriptor, FileDescriptor
 from google.protobuf.message import Message
@@ -58,7 +69,7 @@ class ProtoSchema:
                 raise LookupError(f"message index {list(indexes)}: {where} has {len(messages)} message(s)")
             found = messages[index]
             messages = list(found.nested_types)
-        return found  # type: ignore[return-value]
+        return found
 
     def message_class(self, indexes: Sequence[int]) -> type[Message]:
         return message_factory.GetMessageClass(self.message(indexes))
@@ -207,9 +218,23 @@ def _pool() -> descriptor_pool.DescriptorPool:
 
 def _google_type_modules() -> list:
     from google.type import (
-        calendar_period_pb2, color_pb2, date_pb2, datetime_pb2, dayofweek_pb2, decimal_pb2, expr_pb2, fraction_pb2,
-        interval_pb2, latlng_pb2, localized_text_pb2, money_pb2, month_pb2, phone_number_pb2, postal_address_pb2,
-        quaternion_pb2, timeofday_pb2,
+        calendar_period_pb2,
+        color_pb2,
+        date_pb2,
+        datetime_pb2,
+        dayofweek_pb2,
+        decimal_pb2,
+        expr_pb2,
+        fraction_pb2,
+        interval_pb2,
+        latlng_pb2,
+        localized_text_pb2,
+        money_pb2,
+        month_pb2,
+        phone_number_pb2,
+        postal_address_pb2,
+        quaternion_pb2,
+        timeofday_pb2,
     )
     return [calendar_period_pb2, color_pb2, date_pb2, datetime_pb2, dayofweek_pb2, decimal_pb2, expr_pb2,
             fraction_pb2, interval_pb2, latlng_pb2, localized_text_pb2, money_pb2, month_pb2, phone_number_pb2,

@@ -24,8 +24,17 @@ from lakelog.platform.delta.control_table import open_control_table, reread_if_c
 from lakelog.platform.layout import SCHEMAS_TABLE
 from lakelog.platform.schema_registry import compatibility
 from lakelog.platform.schema_registry.errors import (
-    ConcurrentChange, IncompatibleSchema, InvalidMode, InvalidSchema, OperationNotPermitted, ReferenceExists,
-    SchemaNotFound, SubjectConfigNotFound, SubjectNotSoftDeleted, SubjectSoftDeleted, VersionNotSoftDeleted,
+    ConcurrentChange,
+    IncompatibleSchema,
+    InvalidMode,
+    InvalidSchema,
+    OperationNotPermitted,
+    ReferenceExists,
+    SchemaNotFound,
+    SubjectConfigNotFound,
+    SubjectNotSoftDeleted,
+    SubjectSoftDeleted,
+    VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
 from lakelog.platform.schema_registry.protobuf_schema import is_serialized

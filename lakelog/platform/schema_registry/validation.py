@@ -28,11 +28,11 @@ import orjson
 import referencing
 import referencing.jsonschema
 
+from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry import compatibility, protobuf_schema
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
 from lakelog.platform.schema_registry.wire_format import NotWireFormat, split_wire
-from lakelog.platform.catalog.topic_config import TopicConfig
 
 Decoder = Callable[[memoryview], Any]  # raises when the payload does not decode
 

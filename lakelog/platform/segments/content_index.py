@@ -132,7 +132,7 @@ def _shares(total: int, counts: np.ndarray) -> list[int]:
     return [b - a for a, b in zip([0, *bounds[:-1]], bounds)]
 
 
-def _columns(actions: pa.Table):  # type: ignore[no-untyped-def]
+def _columns(actions: pa.Table):
     names = set(actions.column_names)
 
     def col(name: str) -> list:

@@ -18,9 +18,9 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakelog.platform.layout import TOPIC_SLICES_CACHE
 from lakelog.platform.segments.content_index import DataFile, files_needing_slices, index_by_content
 from lakelog.platform.segments.index import SegmentFile, SlicesCache, slices_from_table
-from lakelog.platform.layout import TOPIC_SLICES_CACHE
 from lakelog.platform.segments.segment import read_footer, slices_of
 from lakelog.platform.storage import STORAGE_ERRORS, UPLOAD_CONNECTIONS, Storage
 

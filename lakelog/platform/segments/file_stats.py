@@ -8,7 +8,7 @@ log writes them for its own files (through delta-rs) and compaction for the file
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +17,7 @@ from deltalake.transaction import AddAction
 from lakelog.platform.segments.index import SegmentFile
 
 STATS_COLUMNS = ("partition", "offset", "timestamp", "producer_id")  # `partition`: layout 2 files only
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def iso_ms(ms: int) -> str:
@@ -53,8 +53,9 @@ def segment_of(action: AddAction) -> SegmentFile:
     partition is the add's partition value in layout 1, the `partition` statistics in layout 2)."""
     stats = json.loads(action.stats)
     mins, maxs = stats["minValues"], stats["maxValues"]
-    if action.partition_values:
-        partition = int(action.partition_values["partition"])
+    partition_value = (action.partition_values or {}).get("partition")
+    if partition_value is not None:
+        partition = int(partition_value)
     elif mins.get("partition") == maxs.get("partition") is not None:
         partition = int(mins["partition"])
     else:
@@ -88,5 +89,5 @@ def parse_iso_ms(text: str) -> int:
     """Delta's statistics timestamps: ISO 8601 in UTC, with or without fractional seconds."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(milliseconds=1)

@@ -44,7 +44,7 @@ class SegmentFile:
         """Part of a file holding other partitions too: only a rewrite of the whole file removes it."""
         return self.row_groups is not None
 
-    def joined(self, later: "SegmentFile") -> "SegmentFile":
+    def joined(self, later: SegmentFile) -> SegmentFile:
         """This slice and the next row groups of the same partition in the same file."""
         def low(a: int | None, b: int | None) -> int | None:
             return b if a is None else a if b is None else min(a, b)
@@ -109,7 +109,7 @@ class SegmentIndex:
 
     @classmethod
     def from_add_actions(cls, actions: pa.Table,
-                         shared: Mapping[str, Sequence[SegmentFile]] | None = None) -> "SegmentIndex":
+                         shared: Mapping[str, Sequence[SegmentFile]] | None = None) -> SegmentIndex:
         """Build from `DeltaTable.get_add_actions(flatten=True)`. A file holding several partitions (layout 2)
         is indexed by its slices, and a file another tool wrote by its content, which the caller read
         (`shared`, by path; see content_index.files_needing_slices)."""
@@ -239,7 +239,7 @@ def shared_files(actions: pa.Table) -> list[tuple[str, int]]:
             if lo is not None and hi is not None and lo != hi]
 
 
-def _column_reader(actions: pa.Table):  # type: ignore[no-untyped-def]
+def _column_reader(actions: pa.Table):
     columns = set(actions.column_names)
 
     def col(name: str) -> list:

@@ -68,7 +68,7 @@ class TableLayout(IntEnum):
     INTAKE = 2
 
     @classmethod
-    def of(cls, partition_columns: Sequence[str]) -> "TableLayout":
+    def of(cls, partition_columns: Sequence[str]) -> TableLayout:
         return cls.PARTITIONED if list(partition_columns) == ["partition"] else cls.INTAKE
 
     @property
@@ -108,7 +108,7 @@ def write_segments(storage: Storage, table_uri: str, table: pa.Table, runs: list
     if storage.is_local or len(slices) == 1:
         adds = [write_segment(storage, table_uri, p, records, layout) for p, records in slices]
     else:
-        adds = list(_UPLOADS.map(lambda job: write_segment(storage, table_uri, *job, layout), slices))
+        adds = list(_UPLOADS.map(lambda job: write_segment(storage, table_uri, job[0], job[1], layout), slices))
     return Written(adds, [segment_of(a) for a in adds])
 
 
@@ -265,12 +265,12 @@ def _slices_of_row_groups(path: str, modification_time_ms: int,
     slices: list[SegmentFile] = []
     for i in range(footer.num_row_groups):
         group = footer.row_group(i)
-        stats = {name: group.column(j).statistics for name, j in columns.items()}
+        stats: dict[str, Any] = {name: group.column(j).statistics for name, j in columns.items()}
         if not _one_dense_run(stats, group.num_rows, slices):
             return None
         partition = stats["partition"].min
         size = sum(group.column(j).total_compressed_size for j in range(group.num_columns))
-        pids = stats.get("producer_id")
+        pids: Any = stats.get("producer_id")
         has_pids = pids is not None and pids.has_min_max
         entry = SegmentFile(
             path=path, partition=partition, size_bytes=size, num_records=group.num_rows,
@@ -291,6 +291,7 @@ def _one_dense_run(stats: dict[str, Any], rows: int, before: list[SegmentFile]) 
     partition, offset = stats.get("partition"), stats.get("offset")
     if any(s is None or not s.has_min_max for s in (partition, offset, stats.get("timestamp"))):
         return False
+    assert partition is not None and offset is not None  # checked just above, in a form mypy cannot follow
     if partition.min != partition.max or offset.max - offset.min + 1 != rows:
         return False
     return all(s.max_offset < offset.min for s in before if s.partition == partition.min)

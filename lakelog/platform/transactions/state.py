@@ -126,13 +126,12 @@ def _may_continue(current: Transaction, expected_id: int, expected_epoch: int) -
 
 
 def _bumped(current: Transaction, timeout_ms: int, now_ms: int, fresh_producer_id: int) -> Transaction:
-    cleared = dict(state=TxnState.EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms, started_ms=-1,
-                   partitions=frozenset(), groups=frozenset(), offsets=())
+    cleared = replace(current, state=TxnState.EMPTY, timeout_ms=timeout_ms, updated_ms=now_ms, started_ms=-1,
+                      partitions=frozenset(), groups=frozenset(), offsets=())
     if current.producer_epoch + 1 >= EPOCH_EXHAUSTED:
-        return replace(current, producer_id=fresh_producer_id, producer_epoch=0,
-                       last_producer_id=current.producer_id, last_producer_epoch=current.producer_epoch, **cleared)
-    return replace(current, producer_epoch=current.producer_epoch + 1,
-                   last_producer_epoch=current.producer_epoch, **cleared)
+        return replace(cleared, producer_id=fresh_producer_id, producer_epoch=0,
+                       last_producer_id=current.producer_id, last_producer_epoch=current.producer_epoch)
+    return replace(cleared, producer_epoch=current.producer_epoch + 1, last_producer_epoch=current.producer_epoch)
 
 
 def _abort_fencing(current: Transaction, now_ms: int) -> Transaction:

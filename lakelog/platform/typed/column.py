@@ -19,13 +19,13 @@ from typing import Callable
 
 import pyarrow as pa
 
+from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry.arrow_types import NotMappable, TypeConflict, merged
 from lakelog.platform.schema_registry.arrow_values import ValueDecoder, decode_values, decoder_of
 from lakelog.platform.schema_registry.errors import RegistryError
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
 from lakelog.platform.schema_registry.wire_format import schema_id_of
-from lakelog.platform.catalog.topic_config import TopicConfig
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ def typed_values(topic_log: TopicLog, records: pa.Table) -> pa.StructArray:
     column = topic_log.typed_column
     assert column is not None  # require_typed checked
     typed = column.values(records.column("value"), topic_log.typed_type()) if records.num_rows else None
-    return typed if typed is not None else pa.nulls(records.num_rows, NO_FIELDS)  # type: ignore[return-value]
+    return typed if typed is not None else pa.nulls(records.num_rows, NO_FIELDS)
 
 
 def json_rows(values: pa.Array | pa.ChunkedArray) -> list[Any]:
@@ -82,7 +82,7 @@ def _timestamp(value: datetime.datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is not None:
-        value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
     return value.isoformat(timespec="microseconds") + "Z"
 
 

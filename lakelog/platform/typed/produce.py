@@ -25,21 +25,21 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.errors import RecordsRefused, UnknownTopicOrPartition
-from lakelog.platform.records import ProduceResult, ProducerBatch, RecordColumns, arrow_to_table
+from lakelog.platform.records import ProducerBatch, ProduceResult, RecordColumns, arrow_to_table
 from lakelog.platform.schema_registry.embedded_json import to_wire_format
 from lakelog.platform.schema_registry.validation import RecordValidator, subject_of
 
 log = logging.getLogger(__name__)
 
 DLQ_REASON, DLQ_TOPIC, DLQ_PARTITION = "__lakelog.dlq.reason", "__lakelog.dlq.topic", "__lakelog.dlq.partition"
-Records = RecordColumns | pa.Table
+Records: TypeAlias = "RecordColumns | pa.Table"
 
 
 @dataclass(frozen=True)
@@ -196,13 +196,14 @@ def _dead_letters(records: Records, keys: list[bytes | None], values: list[bytes
         table, partitions = arrow_to_table(records)
         headers = table.column("headers").to_pylist()
         timestamps = table.column("timestamp").cast(pa.int64()).to_pylist()
-    out_headers, out_timestamps = [], []
+    out_headers: list[list[dict] | None] = []
+    out_timestamps: list[int | None] = []
     for index, reason in reasons:
         extra = [{"key": DLQ_REASON, "value": reason.encode()}, {"key": DLQ_TOPIC, "value": topic.encode()}]
         if partitions is not None and partitions[index] is not None:
             extra.append({"key": DLQ_PARTITION, "value": str(partitions[index]).encode()})
         out_headers.append(list((headers[index] if headers else None) or []) + extra)
         out_timestamps.append(timestamps[index] if timestamps else None)
-    stamped = {"received_ms": records.received_ms} if isinstance(records, RecordColumns) else {}
-    return RecordColumns([keys[i] for i, _ in reasons], [values[i] for i, _ in reasons], out_headers,
-                         out_timestamps if any(t is not None for t in out_timestamps) else None, **stamped)
+    dead = RecordColumns([keys[i] for i, _ in reasons], [values[i] for i, _ in reasons], out_headers,
+                         out_timestamps if any(t is not None for t in out_timestamps) else None)
+    return replace(dead, received_ms=records.received_ms) if isinstance(records, RecordColumns) else dead
