@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ROOT ?= ./data
 
-.PHONY: run test test-repeat bench demo install clean
+.PHONY: run test lint test-repeat bench demo install clean
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV) (pinned dependencies from pyproject.toml; log in $(VENV)/install.log)"
@@ -48,6 +48,11 @@ test: $(STAMP) $(KAFKAJS)/node_modules/.installed
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q -p no:cacheprovider --instafail tests/cluster \
 		$(PYTEST_ARGS) || failed="$$failed tests/cluster"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi
+
+# ruff and mypy over lakelog/ (their settings are in pyproject.toml); CI runs this before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check lakelog
+	$(BIN)/mypy
 
 # The cluster, chaos and concurrency tests REPEAT times in a row, stopping at the first red run; HOG=1 keeps
 # one core busy beside them (a loaded machine). `make test-repeat REPEAT=3 HOG=1`.
