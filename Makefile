@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ROOT ?= ./data
 
-.PHONY: run test lint test-repeat bench demo install clean
+.PHONY: run test lint test-repeat bench demo install clean docs
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV) (pinned dependencies from pyproject.toml; log in $(VENV)/install.log)"
@@ -65,6 +65,12 @@ bench: $(STAMP)
 	@command -v hey >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq hey) >/dev/null 2>&1 || \
 		echo "hey (Debian package) is not installed: the single-record HTTP figures are skipped"
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# The documentation site (mkdocs.yml, Material for MkDocs from the test extra): docs/ built into site/ in strict
+# mode (a broken link or anchor fails it), with nothing fetched. tests/docs/test_site.py runs the same build in
+# `make test`. Open site/index.html.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis

@@ -1,6 +1,6 @@
-"""README.md's Python examples, run as written (read from the README itself): the Python client's example
-against a real server on a fresh root, its printed lines compared with the README's; and the Python API's
-example in a fresh folder."""
+"""The Python examples of docs/guide/python.md, run as written (read from the page itself): the Python client's
+example against a real server on a fresh root, its printed lines compared with the page's; and the Python
+API's example in a fresh folder."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 from tests.http.conftest import REPO, start_server  # noqa: F401
-from tests.http.test_readme_tour import README, sections
+from tests.http.test_readme_tour import page_sections
+
+PAGE = "guide/python.md"
 
 
-def block(section: str, language: str, index: int = 0) -> str:
-    found = re.findall(rf"^```{language}\n(.*?)^```", sections(README.read_text())[section], flags=re.M | re.S)
+def block(section: str, language: str, index: int = 0, page: str = PAGE) -> str:
+    found = re.findall(rf"^```{language}\n(.*?)^```", page_sections(page)[section], flags=re.M | re.S)
     return found[index]
 
 
@@ -25,7 +27,7 @@ def run_python(code: str, cwd: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
-def test_the_python_client_example_prints_what_the_readme_shows(start_server, tmp_path) -> None:  # noqa: F811
+def test_the_python_client_example_prints_what_the_page_shows(start_server, tmp_path) -> None:  # noqa: F811
     server = start_server(tmp_path / "x")  # "Run against `lakelog --root /tmp/x serve`": a fresh root
     code = block("Python client", "python").replace("http://127.0.0.1:8080", server.url)
     assert run_python(code, tmp_path) == block("Python client", "console").splitlines()

@@ -1,8 +1,9 @@
-"""README.md's tour, run as written: the shell blocks of the CLI, HTTP API and Kafka clients sections, read
-from the README itself, run in order in bash against a real `lakelog serve` on a free port (the README's
-`localhost:8080` rewritten to it, `localhost:9092` to its Kafka listener) and `.venv/bin/lakelog` on the same
-root. Each command must exit 0 (or fail when the README shows it printing `error: ...`), and the output the
-README shows must match, with placeholders: `…` stands for anything, and timestamps, member ids, sizes and the
+"""The tours, run as written: the README's five-minute tour, and the guide's tour, whose steps are sections of
+the site's pages (docs/guide/index.md lists them in order). Each tour's shell blocks are read from the pages
+themselves and run in order in bash against a real `lakelog serve` on a free port (`localhost:8080`
+rewritten to it, `localhost:9092` to its Kafka listener) and `.venv/bin/lakelog` on the same root, a fresh one
+per tour. Each command must exit 0 (or fail when the page shows it printing `error: ...`), and the output the
+page shows must match, with placeholders: `…` stands for anything, and timestamps, member ids, sizes and the
 like are any value. Aligned tables are printed only in a terminal, so their outputs are not compared. A block
 after `<!-- tour: skip -->` is not run; the command of a block after `<!-- tour: restart -->`
 (`[NAME='value' ...] .venv/bin/lakelog --root ./data serve`) stops the tour's server and starts it again, on
@@ -20,18 +21,36 @@ from pathlib import Path
 
 from tests.http.conftest import REPO, ProcessServer
 
-README = REPO / "README.md"
-# The sections of the tour, in README order, on one root and one server (restarted where the README says);
-# "Typed topics" last, so its topics do not show in the metrics "Operations" prints.
-SECTIONS = ["Topics (CLI)", "Produce and consume (CLI)", "Consumer groups (CLI)",
-            "Topics", "Produce", "Fetch (no group)", "Consumer groups", "Access control", "Errors", "Operations",
-            "Kafka clients", "Typed topics"]
+DOCS = REPO / "docs"
+README_FILE = REPO / "README.md"
+# The README's five-minute tour: its sections, on a fresh root.
+README_TOUR = ["Over HTTP, with curl", "With a Kafka client", "With a Delta reader"]
+# The guide's tour: (page, section) in order, on one root and one server (restarted where a page says);
+# "Typed topics" last, so its topics do not show in the metrics "Health, logs and metrics" prints.
+SITE_TOUR = [("guide/cli.md", "Topics (CLI)"), ("guide/cli.md", "Produce and consume (CLI)"),
+             ("guide/cli.md", "Consumer groups (CLI)"), ("guide/http.md", "Topics"), ("guide/http.md", "Produce"),
+             ("guide/http.md", "Fetch (no group)"), ("guide/groups.md", "Groups over HTTP"),
+             ("operations/access-control.md", "Trying it"), ("guide/http.md", "Errors"),
+             ("operations/running.md", "Health, logs and metrics"), ("guide/kafka.md", "Producing and consuming"),
+             ("guide/schemas.md", "Typed topics")]
 RESTART_COMMAND = [".venv/bin/lakelog", "--root", "./data", "serve"]  # after NAME='value' assignments
-PLACEHOLDERS = [  # (a regex over the README's text after escaping, what any run may print there)
+PLACEHOLDERS = [  # (a regex over the page's text after escaping, what any run may print there)
     (r'("(?:timestamp|size_bytes|last_heartbeat_ms_ago)":(?:\\ )?)\d+', r"\g<1>\\d+"),
     (r"member\\-[0-9a-f]+", r"member-[0-9a-f]+"),
     (r"(process_open_fds\\ )\d+", r"\g<1>\\d+"),
 ]
+
+
+class Pages:
+    """The README and the site's pages as one text, README first: tests that read an example by its section's
+    name (tests/core/test_readme_typed_columns.py: `sections(README.read_text())`) find it wherever it moved."""
+
+    def read_text(self) -> str:  # each page opens with a heading of its path: no section runs into the next page
+        paths = [README_FILE, *sorted(DOCS.rglob("*.md"))]
+        return "".join(f"\n## {path.relative_to(REPO)}\n\n{path.read_text()}" for path in paths)
+
+
+README = Pages()
 
 
 @dataclass
@@ -124,12 +143,13 @@ def segments(tour: list[Command]) -> list[tuple[dict[str, str] | None, list[tupl
     return out
 
 
-def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
-    found = sections(README.read_text())
-    tour = [c for name in SECTIONS for c in commands(name, found[name])]
-    assert len(tour) > 70, [c.text for c in tour]
-    restarts = [c.restart for c in tour if c.restart is not None]
-    assert [sorted(r) for r in restarts] == [["LAKELOG_API_KEYS_JSON"], []]  # keys for access control, then none
+def page_sections(page: str) -> dict[str, str]:
+    return sections((DOCS / page).read_text())
+
+
+def run_tour(tour: list[Command], tmp_path: Path) -> list[str]:
+    """Run the tour's commands in order on a fresh root (its server restarted where the tour says); the
+    differences from what the pages show."""
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # `.venv/bin/lakelog`, `.venv/bin/python`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     server_env = {"PYTHONPATH": env["PYTHONPATH"],
@@ -156,13 +176,41 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     ran = [c for c in tour if c.restart is None]
     assert len(outputs) == len(ran), stdout[-3000:] + stderr[-3000:]
     failures = []
-    for (index, output, rc), command in zip(outputs, ran):
+    for (_index, output, rc), command in zip(outputs, ran):
         fails = any(line.startswith("error:") for line in command.expected)
         where = f"[{command.section}] $ {command.text}"
         if (rc != "0") != fails:
             failures.append(f"{where}\n  exit {rc}\n  output: {output}")
         elif command.expected and not shows_table(command.expected) and \
                 not pattern(command.expected).fullmatch(output.strip()):
-            failures.append(f"{where}\n  README: {chr(10).join(command.expected)}\n  actual: {output.strip()}")
-    assert not failures, f"{len(failures)} of {len(ran)} commands differ from the README:\n\n" + \
+            failures.append(f"{where}\n  page: {chr(10).join(command.expected)}\n  actual: {output.strip()}")
+    return failures
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    found = sections(README_FILE.read_text())
+    tour = [c for name in README_TOUR for c in commands(f"README.md: {name}", found[name])]
+    assert len(tour) >= 7 and not [c for c in tour if c.restart is not None], [c.text for c in tour]
+    failures = run_tour(tour, tmp_path)
+    assert not failures, f"{len(failures)} of {len(tour)} commands differ from the README:\n\n" + \
         "\n\n".join(failures)
+
+
+def test_the_guide_tour_runs_as_written(tmp_path: Path) -> None:
+    tour = [c for page, name in SITE_TOUR for c in commands(f"docs/{page}: {name}", page_sections(page)[name])]
+    assert len(tour) > 70, [c.text for c in tour]
+    restarts = [c.restart for c in tour if c.restart is not None]
+    assert [sorted(r) for r in restarts] == [["LAKELOG_API_KEYS_JSON"], []]  # keys for access control, then none
+    failures = run_tour(tour, tmp_path)
+    ran = [c for c in tour if c.restart is None]
+    assert not failures, f"{len(failures)} of {len(ran)} commands differ from the pages:\n\n" + \
+        "\n\n".join(failures)
+
+
+def test_the_guide_lists_its_tour_in_the_order_it_runs() -> None:
+    """docs/guide/index.md's "The tour" links each step's section, in the order this test runs them."""
+    steps = re.findall(r"^\d+\. \[([^\]]+)\]\(([^)#]+)#[^)]*\)", page_sections("guide/index.md")["The tour"],
+                       flags=re.M)
+    listed = [((DOCS / "guide" / page).resolve().relative_to(DOCS.resolve()).as_posix(), name)
+              for name, page in steps]
+    assert listed == SITE_TOUR
