@@ -11,20 +11,22 @@ for the leader's ends that does not lead the topic in its own view. A consumer t
 there would reset: past acknowledged records, or back to read them again (a group's committed offset
 going back).
 
-Owns `LogEnds`, a part of `Broker` (its state is set up in `Broker.__init__`). Any thread may call it.
+Owns `LogEnds`, which the broker holds and answers these calls with. Any thread may call it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
+from lakelog.platform.broker.open_topic import OpenTopic
+from lakelog.platform.broker.seat import ClusterSeat
 from lakelog.platform.catalog.catalog import TopicMeta
-from lakelog.platform.cluster.errors import NodeUnavailable, NotLeader
-from lakelog.platform.cluster.ownership import topic_key
+from lakelog.platform.cluster.errors import NodeUnavailable
 from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import OffsetOutOfRange
+from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.log import PartitionState
-from lakelog.platform.broker.open_topic import OpenTopic
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,30 @@ def _past_journal(state: PartitionState, opened: OpenTopic) -> PartitionState:
 
 
 class LogEnds:
-    """Broker's log ends (a part of `Broker`: its state is set up in `Broker.__init__`)."""
+    """The broker's log ends: describe, `latest`, offset checks, with the journal's reads.
+
+    Thread contract: any thread may call it (the HTTP tier's request threads, the Kafka listener's
+    workers, the groups' coordinator, the CLI). It holds no state of its own, so no lock: the open topics
+    are the broker's set's (`open_topic`, `check_partition`: under that set's lock), what the journal
+    acknowledged is the journal's, which node leads a topic is the cluster seat's.
+    """
+
+    def __init__(self, open_topic: Callable[[str], OpenTopic], check_partition: Callable[[OpenTopic, int], None],
+                 journal: NodeJournal, seat: ClusterSeat) -> None:
+        """`open_topic(name)`: the topic's machinery (opened on first use); `check_partition(opened, p)`:
+        raises UnknownTopicOrPartition unless p is one of its partitions; `journal`: the node journal;
+        `seat`: the node's place in the cluster (the topics' leaders and their ends)."""
+        self._open = open_topic
+        self._partition_check = check_partition
+        self._journal = journal
+        self._seat = seat
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._open(name)
-        self.journal.commit_topic(topic)  # its sizes count every acknowledged record
+        self._journal.commit_topic(topic)  # its sizes count every acknowledged record
         topic.log.refresh()
         states = [topic.log.partition_state(p) for p in range(topic.meta.partitions)]
-        leader = self._leader_ends(name)  # acknowledged records the table does not hold yet count too
+        leader = self._seat.leader_ends(name)  # acknowledged records the table does not hold yet count too
         states = [replace(s, log_end_offset=at_least(leader, s.partition,
                                                      max(s.log_end_offset, topic.journal.end(s.partition))))
                   for s in states]
@@ -74,10 +92,10 @@ class LogEnds:
         view would fence its leader's writes."""
         opened = self._open(topic)
         if taken:
-            self._check_leads(topic)
-            self.journal.take_for_reads(opened)
+            self._seat.check_leads(topic)
+            self._journal.take_for_reads(opened)
         ends = [opened.log.log_end_offset(p) for p in range(opened.meta.partitions)]
-        leader = self._leader_ends(topic) if relay else None
+        leader = self._seat.leader_ends(topic) if relay else None
         return [at_least(leader, p, max(end, opened.journal.end(p))) for p, end in enumerate(ends)]
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
@@ -85,10 +103,10 @@ class LogEnds:
         opened = self._open(topic)
         self._partition_check(opened, partition)
         if spec not in ("earliest", "latest"):  # by timestamp: the table holds every acknowledged record first
-            self.journal.commit_topic(opened)
+            self._journal.commit_topic(opened)
         opened.log.refresh()
         if spec == "latest":  # acknowledged records not in the table yet
-            return at_least(self._leader_ends(topic), partition,
+            return at_least(self._seat.leader_ends(topic), partition,
                             max(opened.log.offset_for(partition, spec), opened.journal.end(partition)))
         return opened.log.offset_for(partition, spec)
 
@@ -106,28 +124,29 @@ class LogEnds:
         this node knew is looked at again first (another node may have written past it). An offset past
         that is judged by the leader holding the topic's epoch (the module's note)."""
         opened = self._open(topic)
-        start, end = self._known_range(opened, partition)
+        start, end = self.known_range(opened, partition)
         if not start <= offset <= end:
             opened.log.refresh()
-            start, end = self._known_range(opened, partition)
+            start, end = self.known_range(opened, partition)
         if offset > end:
             end = self._end_past(opened, partition, end)
         if not start <= offset <= end:
             raise OffsetOutOfRange(f"offset {offset} out of range [{start}, {end}] for {topic}-{partition}",
                                    start, end)
 
-    def _known_range(self, opened: OpenTopic, partition: int) -> tuple[int, int]:
+    def known_range(self, opened: OpenTopic, partition: int) -> tuple[int, int]:
+        """The partition's log start and end as this node knows them (its end past the journal's records)."""
         end = max(opened.log.log_end_offset(partition), opened.journal.end(partition))
         return opened.log.log_start_offset(partition), end
 
     def _end_past(self, opened: OpenTopic, partition: int, end: int) -> int:
         """The end an offset past `end` (all this node knows) is judged by: this node's
         once it holds the topic's epoch, or the leader's; NodeUnavailable when the leader gives none."""
-        leader = self._remote_leader(opened.meta.name)
+        leader = self._seat.remote_leader(opened.meta.name)
         if leader is None:
-            self.journal.take_for_reads(opened)
-            return self._known_range(opened, partition)[1]
-        ends = self._leader_ends(opened.meta.name)
+            self._journal.take_for_reads(opened)
+            return self.known_range(opened, partition)[1]
+        ends = self._seat.leader_ends(opened.meta.name)
         if ends is None:
             raise NodeUnavailable(f"the leader of {opened.meta.name!r} ({leader.node_id}) did not answer where "
                                   f"partition {partition} ends (this node knows of offsets up to {end}); retry")
@@ -135,18 +154,4 @@ class LogEnds:
 
     def past_known_end(self, opened: OpenTopic, partition: int, offset: int) -> bool:
         """A fetch at `offset` reads past every offset this node knows."""
-        return offset > self._known_range(opened, partition)[1]
-
-    def _check_leads(self, topic: str) -> None:
-        if self.cluster is None:
-            return
-        view = self.cluster.view()  # NotInCluster (retriable) without a fresh one
-        leader = view.owner(topic_key(topic))
-        if not view.is_local(leader):
-            raise NotLeader(f"this node does not lead {topic!r}: {leader.node_id} does in its view of the cluster")
-
-    def _leader_ends(self, topic: str) -> list[int] | None:
-        """At a node that does not lead `topic`: the leader's log end offsets, past the
-        records it acknowledged (None when this node leads, or the leader gave no answer)."""
-        leader = self._remote_leader(topic) if self._leader_reads is not None else None
-        return None if leader is None else self._leader_reads.log_ends(leader, topic)  # type: ignore[union-attr]
+        return offset > self.known_range(opened, partition)[1]

@@ -5,11 +5,14 @@ one `TopicLog` (one DeltaTable) per topic, opened on first use, and one node
 journal (journal/node.py), through which every record is acknowledged: one
 flush thread for all topics, the tables committed behind it.
 
-Put together from its parts: the produce face in `broker/produce.py` (`Producing`), the log ends in
-`broker/ends.py` (`LogEnds`: describe, `latest`, offset checks, with the journal's reads), the per-topic
-machinery in `open_topic.py`, fetch and the high watermark in `fetch.py`. This module owns the
-node's set-up, topic admin, the cluster view, the doors to fetch and replication admin, and the
-lifecycle. Any thread may call it (its own state is under `_lock`); its background threads are the
+Built from collaborators that own their state, each given what it needs: the open topics in
+`broker/topics.py` (`OpenTopics`, under its own lock), the node's seat in a cluster in `broker/seat.py`
+(`ClusterSeat`), the produce face in `broker/produce.py` (`Producing`), the log ends in `broker/ends.py`
+(`LogEnds`: describe, `latest`, offset checks, with the journal's reads), the per-topic machinery in
+`open_topic.py`, fetch and the high watermark in `fetch.py`. This module owns the node's set-up, topic
+admin, the cluster view, the doors to produce, the ends, fetch and replication admin, and the lifecycle.
+Any thread may call it (the schema registry's opening is under `_registry_lock`; the rest of its state is
+set up here and then only read, `_closed` aside, set once by `close`); its background threads are the
 deadline reaper and, with sites, the replication schedule.
 """
 
@@ -18,26 +21,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
 
 from lakelog.platform.broker.ends import LogEnds, TopicDescription
 from lakelog.platform.broker.produce import Producing, parse_acks
+from lakelog.platform.broker.seat import ClusterSeat
+from lakelog.platform.broker.topics import OpenTopics, open_apart
 from lakelog.platform.catalog.catalog import Catalog, TopicMeta, replaced
-from lakelog.platform.cluster import Membership, Node
+from lakelog.platform.cluster import Membership
 from lakelog.platform.cluster.errors import NodeUnavailable, NotInCluster
-from lakelog.platform.cluster.forward_objects import ForwardObjects
 from lakelog.platform.cluster.forwarding import NodeClient
-from lakelog.platform.cluster.relay import LeaderReads
+from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.ownership import topic_key
-from lakelog.platform.errors import BrokerClosed, InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.cluster.wire import ForwardedCall
+from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
 from lakelog.platform.broker.fetch import Fetcher
 from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.log import PartitionState, TopicLog
 from lakelog.platform.broker.open_topic import OpenTopic
 from lakelog.platform.delta.outside_repair import RepairedPartition
-from lakelog.platform.records import FetchResult
+from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch, Record, RecordColumns
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
@@ -52,7 +60,7 @@ __all__ = ["Broker", "OpenTopic", "TopicDescription", "parse_acks"]
 log = logging.getLogger(__name__)
 
 
-class Broker(Producing, LogEnds):
+class Broker:
     def __init__(self, settings: CoreSettings | None = None, *, create_catalog: bool = True,
                  **overrides: Any) -> None:
         """`settings`: the core's settings (a full `Settings` is narrowed to them); or keyword overrides.
@@ -68,24 +76,26 @@ class Broker(Producing, LogEnds):
             self.storage = sites[self.control_site]  # the catalog and control tables live there
             self.replicas = ReplicaManager(sites, self.settings.replica_lag_time_max_ms)
         self.catalog = Catalog(self.storage, create=create_catalog)
-        self._topics: dict[str, OpenTopic] = {}
-        self._deleting: set[str] = set()  # topics this node is deleting: not opened again meanwhile
         self.topic_deleted: list[Callable[[str], None]] = []  # told each topic this node deleted (groups' offsets)
-        self.cluster: Membership | None = None  # set when this node serves in a cluster (`join_cluster`)
-        self._nodes: NodeClient | None = None
-        self._leader_reads: LeaderReads | None = None  # a clustered node: reads past the table, from the leader
-        self.forward_objects: ForwardObjects | None = None  # a clustered node: produce forwarded by reference
+        self.seat = ClusterSeat()  # this node's place in a cluster, once it serves in one (`join_cluster`)
         self.traffic = Traffic()  # produce bytes taken and forwarded (the metrics read them)
         self.committed = threading.Condition()  # notified after every table commit of this node
         self._fetcher = Fetcher(self.replicas, self.settings.refresh_interval_ms, self.committed)
-        self._lock = threading.RLock()
         self._registry: SchemaRegistry | None = None  # the root's schema registry, opened on first use
         self._registry_lock = threading.Lock()
         self._closed = False
-        self.journal = NodeJournal(self.storage, self.settings, self.committed, self._open_apart)
+        opener = partial(OpenTopic, settings=self.settings, storage=self.storage, replicas=self.replicas,
+                         committed=self.committed, schemas=self.schema_registry)
+        self.journal = NodeJournal(self.storage, self.settings, self.committed,
+                                   partial(open_apart, self.catalog, opener))
+        self.open_topics = OpenTopics(self.catalog, opener, self.journal, lambda: self._closed)
+        self._replication_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-replicate")
+        topics = self.open_topics
+        self.producing = Producing(topics.open, topics.check_partition, self.journal, self.replicas, self.seat,
+                                   self.traffic, self.storage, self.settings, self._replication_pool)
+        self.ends = LogEnds(topics.open, topics.check_partition, self.journal, self.seat)
         self._reaper = threading.Thread(target=self._expire_loop, name="lakelog-deadlines", daemon=True)
         self._reaper.start()
-        self._replication_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakelog-replicate")
         if self.replicas is not None and self.settings.replication_interval_ms > 0:
             threading.Thread(target=self._replication_loop, name="lakelog-replication", daemon=True).start()
 
@@ -124,33 +134,23 @@ class Broker(Producing, LogEnds):
 
     def list_topics(self) -> list[TopicMeta]:
         self.catalog.refresh()
-        self._forget_replaced()  # every node drops a deleted topic's table within a refresh (the groups' 1 s)
+        self.open_topics.forget_replaced()  # every node drops a deleted topic's table within a refresh (groups: 1 s)
         return self.catalog.list_topics()
 
     def alter_topic_config(self, name: str, changes: Mapping[str, Any]) -> TopicMeta:
         meta = self.catalog.alter_config(name, changes)
-        self._update_meta(meta)
+        self.open_topics.update_meta(meta)
         if "file.delete.delay.ms" in changes:  # the table advertises it as Delta's deleted-file retention
             advertise_retention(lambda: self.topic_log(name), meta.config.file_delete_delay_ms)
         return meta
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.catalog.add_partitions(name, total)
-        self._update_meta(meta)
+        self.open_topics.update_meta(meta)
         return meta
 
     def delete_topic(self, name: str) -> None:
-        with self._lock:
-            opened = self._topics.pop(name, None)
-            self._deleting.add(name)
-        try:
-            if opened is not None:
-                self.journal.forget_topic(opened)
-                opened.close()
-            self.catalog.delete_topic(name)
-        finally:
-            with self._lock:
-                self._deleting.discard(name)
+        self.open_topics.delete(name)
         for told in self.topic_deleted:
             told(name)
         if self.replicas is not None:
@@ -180,62 +180,8 @@ class Broker(Producing, LogEnds):
         self.journal.commit_topic(opened)
         return opened.log
 
-    def _update_meta(self, meta: TopicMeta, opened: OpenTopic | None = None) -> None:
-        """An opened topic's meta moves only forward (by the catalog's revision, one per change): two
-        changes made at once on this node may answer in either order (a partition count never shrinks)."""
-        with self._lock:
-            opened = opened or self._topics.get(meta.name)
-            if opened is not None and meta.revision >= opened.meta.revision and not replaced(opened.meta, meta):
-                opened.meta = meta
-
     def _open(self, name: str) -> OpenTopic:
-        if self._closed:
-            raise BrokerClosed("the broker is closed")
-        with self._lock:
-            opened = self._topics.get(name)
-        if opened is not None and not replaced(opened.meta, self.catalog.known(name)):
-            return opened
-        if opened is not None:
-            self._forget_replaced([opened])
-        meta = self.catalog.get(name)
-        with self._lock:
-            opened = self._topics.get(name)
-            if opened is None:
-                if name in self._deleting:  # a table being deleted is not opened again
-                    raise UnknownTopicOrPartition(f"unknown topic {name!r}: it is being deleted")
-                try:
-                    opened = OpenTopic(meta, self.settings, self.storage, self.replicas, self.committed,
-                                       self.schema_registry)
-                except STORAGE_ERRORS:  # its table went with a delete another node made meanwhile?
-                    self.catalog.refresh()
-                    if replaced(meta, self.catalog.known(name)):
-                        raise UnknownTopicOrPartition(f"unknown topic {name!r}: it was deleted") from None
-                    raise
-                self._topics[name] = opened
-                self.journal.attach(opened)
-            return opened
-
-    def _forget_replaced(self, candidates: Sequence[OpenTopic] | None = None) -> None:
-        """Drop the open topics (all: None) whose table is no longer their topic's in the catalog: deleted, or
-        the name created again (another node's delete, seen with the catalog's next refresh). Nothing more is
-        committed or checkpointed to such a table: its waiting calls are answered UNKNOWN_TOPIC_OR_PARTITION."""
-        with self._lock:
-            stale = [o for o in (self._topics.values() if candidates is None else candidates)
-                     if self._topics.get(o.meta.name) is o and replaced(o.meta, self.catalog.known(o.meta.name))]
-            for opened in stale:
-                del self._topics[opened.meta.name]
-        for opened in stale:
-            log.info("topic %s was deleted or created again: its former table is closed here", opened.meta.name)
-            self.journal.forget_topic(opened)
-            opened.abandon()
-
-    def _open_apart(self, name: str) -> OpenTopic | None:
-        """A topic's machinery outside the broker's set (the journal's replay at start), None if no such topic."""
-        try:
-            meta = self.catalog.get(name)
-        except UnknownTopicOrPartition:
-            return None
-        return OpenTopic(meta, self.settings, self.storage, self.replicas, self.committed, self.schema_registry)
+        return self.open_topics.open(name)
 
     def schema_registry(self) -> SchemaRegistry:
         """The root's schema registry (on the control site), its control table opened on first use: typed
@@ -245,37 +191,64 @@ class Broker(Producing, LogEnds):
                 self._registry = SchemaRegistry(self.storage)
             return self._registry
 
-    def _partition_check(self, topic: OpenTopic, partition: int) -> None:
-        if not isinstance(partition, int) or not 0 <= partition < topic.meta.partitions:
-            self.catalog.refresh()  # partitions may have been added by another node
-            self._update_meta(self.catalog.get(topic.meta.name), topic)
-            meta = topic.meta
-            if not isinstance(partition, int) or not 0 <= partition < meta.partitions:
-                raise UnknownTopicOrPartition(
-                    f"unknown partition {partition!r} of topic {meta.name!r} (partitions 0..{meta.partitions - 1})"
-                )
+    # ---- produce (`Producing`) ------------------------------------------------------
+
+    def produce_async(self, topic: str, records: Sequence[Record] | RecordColumns | pa.Table, acks: Any = 1,
+                      timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> Future:
+        return self.producing.produce_async(topic, records, acks, timeout_ms, producer)
+
+    def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
+                timeout_ms: int | None = None, producer: ProducerBatch | None = None) -> ProduceResult:
+        return self.producing.produce(topic, records, acks, timeout_ms, producer)
+
+    def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:
+        return self.producing.produce_forwarded(topic, calls)
+
+    def produce_by_reference(self, topic: str, reference: ProduceReference) -> list[Future]:
+        return self.producing.produce_by_reference(topic, reference)
+
+    def append_exactly_once(self, topic: str, records: pa.Table, app_id: str, version: int,
+                            timeout_ms: int | None = None) -> ProduceResult | None:
+        return self.producing.append_exactly_once(topic, records, app_id, version, timeout_ms)
+
+    # ---- log ends (`LogEnds`) ----------------------------------------------------------
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self.ends.describe_topic(name)
+
+    def known_states(self, name: str, partitions: int | None = None) -> list[PartitionState]:
+        return self.ends.known_states(name, partitions)
+
+    def log_end_offsets(self, topic: str, relay: bool = True, taken: bool = False) -> list[int]:
+        return self.ends.log_end_offsets(topic, relay, taken)
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        return self.ends.list_offset(topic, partition, spec)
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        return self.ends.last_stable_offset(topic, partition)
+
+    def check_offset(self, topic: str, partition: int, offset: int) -> None:
+        self.ends.check_offset(topic, partition, offset)
+
+    def past_known_end(self, opened: OpenTopic, partition: int, offset: int) -> bool:
+        return self.ends.past_known_end(opened, partition, offset)
 
     # ---- cluster ------------------------------------------------------------
+
+    @property
+    def cluster(self) -> Membership | None:
+        """The cluster membership this node serves in (`join_cluster`), None outside a cluster."""
+        return self.seat.cluster
+
+    @cluster.setter
+    def cluster(self, membership: Membership | None) -> None:
+        self.seat.cluster = membership
 
     def join_cluster(self, membership: Membership, client: NodeClient) -> None:
         """Serve as one node of a cluster: topics led by other nodes have their produce calls forwarded by
         reference (forward objects an earlier run of this node left are deleted first)."""
-        self.forward_objects = ForwardObjects(self.storage, self.journal.node)
-        self.forward_objects.sweep()
-        self._leader_reads = LeaderReads(client)  # acknowledged records live in the leader's memory
-        self.cluster, self._nodes = membership, client
-
-    def _remote_leader(self, topic: str) -> Node | None:
-        """The leader when it is another node; None when it is this one or this node has no fresh view
-        (writing here is always correct, only not the cheapest)."""
-        if self.cluster is None:
-            return None
-        try:
-            view = self.cluster.view()
-        except NotInCluster:
-            return None
-        leader = view.owner(topic_key(topic))
-        return None if view.is_local(leader) else leader
+        self.seat.join(membership, client, self.storage, self.journal.node)
 
     def led_partition_states(self) -> dict[str, list[PartitionState]] | None:
         """The partitions of each topic this node has open and leads, as it knows them: memory only, no
@@ -290,17 +263,15 @@ class Broker(Producing, LogEnds):
                 view = self.cluster.view()
             except NotInCluster:
                 return None
-        with self._lock:
-            opened = list(self._topics.items())
         states = {}
-        for name, topic in opened:
+        for name, _ in self.open_topics.items():
             if view is not None and not view.is_local(view.owner(topic_key(name))):
                 continue
             try:
                 partitions = self.catalog.get(name, refresh=False).partitions
             except UnknownTopicOrPartition:
                 continue
-            states[name] = self.known_states(name, partitions)
+            states[name] = self.ends.known_states(name, partitions)
         return states
 
     # ---- fetch ------------------------------------------------------------
@@ -327,16 +298,16 @@ class Broker(Producing, LogEnds):
         if max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         opened = self._open(topic)
-        self._partition_check(opened, partition)
+        self.open_topics.check_partition(opened, partition)
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidRequest(f"offset must be an integer, got {offset!r}")
-        leader = self._remote_leader(topic)
-        if leader is None and self.past_known_end(opened, partition, offset):
+        leader = self.seat.remote_leader(topic)
+        if leader is None and self.ends.past_known_end(opened, partition, offset):
             self.journal.take_for_reads(opened)  # the previous leader's acknowledged records: in the table first
-        if relay and leader is not None and self._leader_reads is not None \
+        if relay and leader is not None and self.seat.leader_reads is not None \
                 and offset >= opened.log.log_end_offset(partition):
             started = time.monotonic()
-            relayed = self._leader_reads.fetch(leader, topic, partition, offset, max_records, max_bytes,
+            relayed = self.seat.leader_reads.fetch(leader, topic, partition, offset, max_records, max_bytes,
                                                timeout_ms, min_bytes)
             if relayed is not None:
                 return relayed
@@ -352,7 +323,7 @@ class Broker(Producing, LogEnds):
             raise
         except OffsetOutOfRange as exc:
             if leader is None:  # the end this node knows: past its acknowledged records
-                start, end = self._known_range(opened, partition)
+                start, end = self.ends.known_range(opened, partition)
                 raise OffsetOutOfRange(f"offset {offset} is out of range for {topic}-{partition}: log start {start}, "
                                        f"log end {end}", start, end) from None
             if offset < exc.log_start_offset:
@@ -381,10 +352,10 @@ class Broker(Producing, LogEnds):
         manager = self.replicas
 
         def elect(waiting: list) -> Election:  # the journal's entries still waiting must fit the chosen site
-            return manager.elect(topic, site, unclean, lambda chosen: self.journal.check_fits(  # type: ignore
+            return manager.elect(topic, site, unclean, lambda chosen: self.journal.check_fits(
                 TopicLog(manager.sites[chosen], topic), waiting))
 
-        return self.journal.elect(self._open(topic), elect, lambda: self._reopen(topic))
+        return self.journal.elect(self._open(topic), elect, lambda: self.open_topics.drop(topic))
 
     def replica_report(self, topic: str) -> dict:
         """Leader, in-sync set and the lag of each follower, per site and per partition."""
@@ -394,12 +365,6 @@ class Broker(Producing, LogEnds):
         leader_log = self._open(topic).log
         leader_log.refresh()
         return replication_admin.report(self.replicas, topic, meta.partitions, leader_log)
-
-    def _reopen(self, name: str) -> None:
-        """Drop a topic's machinery so that its next use opens on the current leader (the journal handed
-        its waiting entries over: `NodeJournal.elect`)."""
-        with self._lock:
-            self._topics.pop(name, None)
 
     # ---- lifecycle ----------------------------------------------------------
 
@@ -413,15 +378,10 @@ class Broker(Producing, LogEnds):
             return
         self._closed = True
         self.journal.close()  # every acknowledged record committed to its table before the topics go
-        with self._lock:
-            topics = list(self._topics.values())
-            self._topics.clear()
-        for opened in topics:
-            opened.close()
+        self.open_topics.close()
         self._replication_pool.shutdown(wait=True)
         self.catalog.close()
-        if self._nodes is not None:
-            self._nodes.close()
+        self.seat.close()
 
     def __enter__(self) -> "Broker":
         return self

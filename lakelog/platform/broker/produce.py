@@ -2,7 +2,7 @@
 topic's leader node, a journal flush that met a fence sent again until its deadline, acks=all answered once
 replicated, the Spark sink's exactly-once appends (through the journal's exclusive door).
 
-Owns `Producing`, a part of `Broker` (its state is set up in `Broker.__init__`), and the checks of a
+Owns `Producing`, the face the broker holds and answers produce calls with, and the checks of a
 produce call's acks and producer fields. Any thread may call it: the HTTP tier's request threads, the
 Kafka listener's workers, the CLI, the Spark sink, the cluster endpoint's threads for forwarded calls.
 Futures complete on the journal's flush thread or, for acks=all and for a call sent again after a fence,
@@ -12,7 +12,8 @@ on the broker's replication pool.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
+import threading
+from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -29,8 +30,12 @@ from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.produce.group_commit import copy_outcome, fail
 from lakelog.platform.journal.errors import JournalFenced
+from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.broker.open_topic import OpenTopic
-from lakelog.platform.storage import STORAGE_ERRORS
+from lakelog.platform.broker.seat import ClusterSeat
+from lakelog.platform.cluster.traffic import Traffic
+from lakelog.platform.replication.manager import ReplicaManager
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
 from lakelog.platform.records import (
     ProduceResult,
     ProducerBatch,
@@ -44,6 +49,7 @@ from lakelog.platform.records import (
     validate_records,
 )
 from lakelog.platform.produce.admission import PendingProduce
+from lakelog.settings import CoreSettings
 
 log = logging.getLogger(__name__)
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
@@ -57,7 +63,33 @@ def parse_acks(acks: Any) -> int:
 
 
 class Producing:
-    """Broker's produce calls (a part of `Broker`: its state is set up in `Broker.__init__`)."""
+    """The broker's produce calls.
+
+    Thread contract: any thread may call it (the module's note). Its own state is the topics' forwarders
+    (`OpenTopic.forwarders`, one per leader node), created and replaced under `_lock`; the rest is its
+    parts': the open topics (`open_topic`, `check_partition`), the journal, the replicas, the cluster
+    seat. Futures complete on the journal's flush thread or on `pool` (the broker's replication pool).
+    """
+
+    def __init__(self, open_topic: Callable[[str], OpenTopic], check_partition: Callable[[OpenTopic, int], None],
+                 journal: NodeJournal, replicas: ReplicaManager | None, seat: ClusterSeat, traffic: Traffic,
+                 storage: Storage, settings: CoreSettings, pool: Executor) -> None:
+        """`open_topic(name)`: the topic's machinery (opened on first use); `check_partition(opened, p)`:
+        raises UnknownTopicOrPartition unless p is one of its partitions; `replicas`: the sites, when
+        configured; `seat`: the node's place in the cluster (leaders, the other nodes, forward objects);
+        `traffic`: produce bytes taken and forwarded; `storage`: where forward objects are read;
+        `settings`: the request timeout and batch size; `pool`: runs acks=all replication and calls sent
+        again after a fence, off the journal's flush thread."""
+        self._open = open_topic
+        self._partition_check = check_partition
+        self._journal = journal
+        self._replicas = replicas
+        self._seat = seat
+        self._traffic = traffic
+        self._storage = storage
+        self._settings = settings
+        self._pool = pool
+        self._lock = threading.Lock()
 
     def produce_async(
         self,
@@ -89,14 +121,14 @@ class Producing:
                 log.warning("produce to %s refused, nothing written: %s: %s", topic, exc.code, exc.message)
                 raise
         pending = PendingProduce(batch, partitions, self._deadline(timeout_ms), config, producer, acks_level)
-        self.traffic.produced(pending.nbytes)
+        self._traffic.produced(pending.nbytes)
         future = self._route(opened, pending)
         return _answered_now(partitions) if acks_level == 0 else future
 
     def _route(self, opened: OpenTopic, pending: PendingProduce) -> Future:
         """To the topic's leader node, or here. A journal flush of the call that met a fence is routed again
         (`_again_if_fenced`) until its deadline."""
-        leader = self._remote_leader(opened.meta.name)
+        leader = self._seat.remote_leader(opened.meta.name)
         if leader is not None:
             return self._forwarder(opened, leader).submit(pending)
         name = opened.meta.name
@@ -106,10 +138,11 @@ class Producing:
                      fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
         """This node acknowledges the call (it leads the topic, or the leader is out of reach): on the node
         journal, the table committed behind it."""
-        replicate = pending.acks == -1 and self.replicas is not None and opened.replica_state is not None
+        replicate = pending.acks == -1 and self._replicas is not None and opened.replica_state is not None
         if replicate:
-            self.replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = self.journal.submit(opened, pending)
+            self._replicas.ensure_in_sync(  # type: ignore[union-attr]
+                opened.meta.name, opened.meta.config.min_insync_replicas)
+        future = self._journal.submit(opened, pending)
         if replicate:
             future = self._after_replication(opened, future)
         if fenced_again is None:
@@ -129,7 +162,7 @@ class Producing:
         def settle(done: Future) -> None:
             if isinstance(done.exception(), JournalFenced) and not pending.deadline.passed():
                 log.info("produce to %s met a journal fence: sent again", opened.meta.name)
-                self._replication_pool.submit(send_again)
+                self._pool.submit(send_again)
             else:
                 copy_outcome(done, answered)
 
@@ -159,20 +192,21 @@ class Producing:
         """Calls another node (its journal on) wrote to a forward object and sent a reference to: read and
         checked against the reference, then as `produce_forwarded`. A missing object (retriable), an object
         that is not what the reference says, or a failed read raise before anything is written."""
-        return self.produce_forwarded(topic, read_forwarded(self.storage, reference))
+        return self.produce_forwarded(topic, read_forwarded(self._storage, reference))
 
     def _forwarder(self, opened: OpenTopic, leader: Node) -> TopicForwarder:
         with self._lock:
             forwarder = opened.forwarders.get(leader.node_id)
             if forwarder is None or forwarder.leader != leader:
+                seat = self._seat
                 forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
-                    opened.meta.name, leader, self._nodes, lambda p: self._submit_here(opened, p),  # type: ignore
-                    self.settings.batch_bytes, self.cluster.suspect,  # type: ignore[union-attr]
-                    self.forward_objects, self.traffic)
+                    opened.meta.name, leader, seat.nodes, lambda p: self._submit_here(opened, p),  # type: ignore
+                    self._settings.batch_bytes, seat.cluster.suspect,  # type: ignore[union-attr]
+                    seat.forward_objects, self._traffic)
             return forwarder
 
     def _deadline(self, timeout_ms: int | None) -> Deadline:
-        return Deadline.after_ms(self.settings.request_timeout_ms if timeout_ms is None else timeout_ms)
+        return Deadline.after_ms(self._settings.request_timeout_ms if timeout_ms is None else timeout_ms)
 
     def _after_replication(self, opened: OpenTopic, committed: Future) -> Future:
         """acks=all: answered once the commit is on min.insync.replicas sites."""
@@ -182,14 +216,14 @@ class Producing:
         def replicate() -> None:
             try:
                 result = committed.result()  # the records go to the leader's table now, then to the copies
-                version = self.journal.replicated_version(opened, result)
-                self.replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
+                version = self._journal.replicated_version(opened, result)
+                self._replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
                                         opened.meta.config.min_insync_replicas, epoch)
                 answered.set_result(result)
             except BaseException as exc:
                 answered.set_exception(exc)
 
-        committed.add_done_callback(lambda _: self._replication_pool.submit(replicate))
+        committed.add_done_callback(lambda _: self._pool.submit(replicate))
         return answered
 
     def produce(self, topic: str, records: Sequence[Record] | pa.Table, acks: Any = 1,
@@ -202,7 +236,7 @@ class Producing:
         result = self.produce_async(topic, records, acks, timeout_ms, producer).result()
         if parse_acks(acks) != 0:
             try:
-                self.journal.commit_topic(self._open(topic))
+                self._journal.commit_topic(self._open(topic))
             except (LakelogError, *STORAGE_ERRORS) as exc:
                 log.warning("records of %s acknowledged; their table commit failed (tried again): %s", topic, exc)
         return result
@@ -221,7 +255,7 @@ class Producing:
         partitions = opened.partitioner.assign(table.column("key"), explicit, opened.meta.partitions,
                                                topic)
         table = stamp(table, [Stamp(table.num_rows, opened.meta.config.timestamp_type)], now_ms())
-        with self.journal.exclusive(opened):
+        with self._journal.exclusive(opened):
             appended = opened.log.append(table, partitions, self._deadline(timeout_ms), (app_id, version))
         if appended is None:
             return None
