@@ -1,5 +1,5 @@
-"""README.md's typed-column example, run as written in a fresh folder: it prints what the README shows, and
-DuckDB's query from the README answers what its comment says."""
+"""The typed-column example of docs/guide/schemas.md, run as written in a fresh folder: it prints what the
+page shows, and DuckDB's query from the page answers what its comment says."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 from delta_readers import connect
-from tests.http.test_readme_tour import README, sections
+from tests.http.test_readme_tour import page_sections
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "Typed columns: `value_typed`"
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", sections(README.read_text())[SECTION], flags=re.M | re.S)
+    return re.findall(rf"^```{language}\n(.*?)^```", page_sections("guide/schemas.md")[SECTION], flags=re.M | re.S)
 
 
 def test_the_typed_column_example_prints_what_the_readme_shows(tmp_path: Path) -> None:

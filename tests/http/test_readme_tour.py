@@ -41,18 +41,6 @@ PLACEHOLDERS = [  # (a regex over the page's text after escaping, what any run m
 ]
 
 
-class Pages:
-    """The README and the site's pages as one text, README first: tests that read an example by its section's
-    name (tests/core/test_readme_typed_columns.py: `sections(README.read_text())`) find it wherever it moved."""
-
-    def read_text(self) -> str:  # each page opens with a heading of its path: no section runs into the next page
-        paths = [README_FILE, *sorted(DOCS.rglob("*.md"))]
-        return "".join(f"\n## {path.relative_to(REPO)}\n\n{path.read_text()}" for path in paths)
-
-
-README = Pages()
-
-
 @dataclass
 class Command:
     section: str

@@ -14,7 +14,7 @@ from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, Metada
 from lakelog.kafka_api import protocol
 from lakelog.kafka_api.errors import CODES
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+KAFKA_PAGE = Path(__file__).resolve().parents[3] / "docs" / "guide" / "kafka.md"
 
 
 def frame(request, version: int, correlation_id: int = 7) -> bytes:  # type: ignore[no-untyped-def]
@@ -68,6 +68,6 @@ def test_an_error_answer_exists_only_where_the_version_has_a_top_level_error_cod
 
 
 def test_the_readme_table_lists_the_versions_served() -> None:
-    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)–(\d+) \|", README.read_text(), flags=re.M)
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)–(\d+) \|", KAFKA_PAGE.read_text(), flags=re.M)
     assert {(name, int(key), int(lo), int(hi)) for name, key, lo, hi in rows} == {
         (key.name, int(key), lo, hi) for key, (lo, hi) in protocol.SUPPORTED.items()}
