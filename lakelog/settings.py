@@ -25,12 +25,14 @@ class CoreSettings(BaseModel):
     root: str = Field("./data", description="Root URI: a local folder or s3://bucket/prefix")
     storage: dict[str, str] = Field(
         default_factory=dict,
-        description="Storage options (delta-rs names: aws_endpoint_url, aws_region, aws_allow_http, conditional_put, ...)",
+        description="Storage options (delta-rs names: aws_endpoint_url, aws_region, aws_allow_http, "
+                    "conditional_put, ...)",
     )
     linger_ms: int = Field(0, ge=0, description="linger.ms: how long a node journal flush waits for more calls "
                            "after the first (0: a group commit, written at once when no put is out, calls "
                            "gathered while one is)")
-    batch_bytes: int = Field(8 * 1024 * 1024, ge=1, description="batch.bytes: a flush starts once this much is buffered")
+    batch_bytes: int = Field(8 * 1024 * 1024, ge=1,
+                             description="batch.bytes: a flush starts once this much is buffered")
     request_timeout_ms: int = Field(30_000, ge=1, description="Default produce deadline (timeout_ms)")
     tail_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Memory for recently written records")
     refresh_interval_ms: int = Field(100, ge=1, description="How often a long poll looks for other writers' commits")
@@ -78,7 +80,8 @@ class GroupSettings(BaseModel):
     """The consumer-group coordinator, with Kafka's names."""
 
     group_initial_rebalance_delay_ms: int = Field(
-        3000, ge=0, description="group.initial.rebalance.delay.ms: how long a new group fills before its first assignment")
+        3000, ge=0,
+        description="group.initial.rebalance.delay.ms: how long a new group fills before its first assignment")
     group_min_session_timeout_ms: int = Field(1000, ge=1, description="group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = Field(1_800_000, ge=1, description="group.max.session.timeout.ms")
     offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")

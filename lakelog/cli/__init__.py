@@ -10,7 +10,6 @@ Errors print one line (`error: CODE: message`) and exit 1.
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -35,7 +34,7 @@ app.add_typer(admin.admin_app, name="admin")
 
 @app.callback()
 def main(
-    root: Optional[str] = typer.Option(None, "--root", envvar="LAKELOG_ROOT",
+    root: str | None = typer.Option(None, "--root", envvar="LAKELOG_ROOT",
                                        help="Root URI: a local folder (default ./data) or s3://bucket/prefix"),
     log_level: str = typer.Option("WARNING", "--log-level", envvar="LAKELOG_LOG_LEVEL"),
 ) -> None:

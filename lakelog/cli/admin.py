@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -15,7 +14,7 @@ admin_app = typer.Typer(help="Replication admin: leader election and replica lag
 @admin_app.command("elect-leader")
 def admin_elect_leader(
     topic: str,
-    site: Optional[str] = typer.Option(None, "--site", help="the site to promote (default: an in-sync follower)"),
+    site: str | None = typer.Option(None, "--site", help="the site to promote (default: an in-sync follower)"),
     unclean: bool = typer.Option(False, "--unclean", help="promote an out-of-sync replica, losing what it lacks"),
 ) -> None:
     """Move a topic's leadership to another site: clean (in-sync only) unless --unclean."""

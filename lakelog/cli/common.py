@@ -5,8 +5,9 @@ the one-line failure, key=value options, the output format and Kafka-tool tables
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, NoReturn
 
 import typer
 
@@ -16,11 +17,11 @@ from lakelog.settings import Settings
 
 
 class State:
-    root: Optional[str] = None
+    root: str | None = None
     log_level: str = "WARNING"
 
 
-def settings(**overrides: object) -> Settings:
+def settings(**overrides: Any) -> Settings:
     values = {k: v for k, v in overrides.items() if v is not None}
     if State.root:
         values["root"] = State.root
@@ -35,7 +36,7 @@ def broker(create: bool = False) -> Broker:
     return opened
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
 
@@ -55,7 +56,7 @@ OutputOption = typer.Option(None, "--output", "-o",
                             help="table or json (default: table on a terminal, json otherwise)")
 
 
-def output_format(value: Optional[str]) -> str:
+def output_format(value: str | None) -> str:
     """The format asked for, else an aligned table on a terminal and JSON when piped."""
     if value is None:
         return "table" if sys.stdout.isatty() else "json"

@@ -5,7 +5,6 @@ root's committed offsets (lakelog/platform/groups).
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -23,7 +22,7 @@ MEMBERS_NOTE = ("committed offsets from storage; live members of a running serve
 
 
 @groups_app.command("list")
-def groups_list(output: Optional[str] = OutputOption) -> None:
+def groups_list(output: str | None = OutputOption) -> None:
     """Groups with committed offsets, and the topics they committed."""
     with group_coordinator() as coordinator:
         groups = [(g, sorted({t for t, _ in coordinator.committed(g)})) for g in coordinator.group_ids()]
@@ -35,7 +34,7 @@ def groups_list(output: Optional[str] = OutputOption) -> None:
 
 
 @groups_app.command("describe")
-def groups_describe(group: str, output: Optional[str] = OutputOption) -> None:
+def groups_describe(group: str, output: str | None = OutputOption) -> None:
     """Per partition: committed offset, log end offset, lag, and the consumer owning it on this node."""
     with group_coordinator() as coordinator:
         rows = coordinator.lag(group)
@@ -60,9 +59,9 @@ def groups_delete(group: str) -> None:
     typer.echo(json.dumps({"deleted": group}))
 
 
-def parse_topic_partitions(values: list[str]) -> list[tuple[str, Optional[int]]]:
+def parse_topic_partitions(values: list[str]) -> list[tuple[str, int | None]]:
     """--topic T (all partitions), T:P or T:P1,P2 (Kafka's form)."""
-    named: list[tuple[str, Optional[int]]] = []
+    named: list[tuple[str, int | None]] = []
     for value in values:
         topic, _, parts = value.partition(":")
         if not parts:
@@ -75,8 +74,8 @@ def parse_topic_partitions(values: list[str]) -> list[tuple[str, Optional[int]]]
     return named
 
 
-def reset_spec(to_earliest: bool, to_latest: bool, to_datetime: Optional[str], to_offset: Optional[int],
-               shift_by: Optional[int]) -> group_admin.ResetSpec:
+def reset_spec(to_earliest: bool, to_latest: bool, to_datetime: str | None, to_offset: int | None,
+               shift_by: int | None) -> group_admin.ResetSpec:
     chosen = [name for name, given in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
                                         ("--to-datetime", to_datetime is not None),
                                         ("--to-offset", to_offset is not None),
@@ -102,14 +101,14 @@ def groups_reset_offsets(
     all_topics: bool = typer.Option(False, "--all-topics", help="every topic the group committed"),
     to_earliest: bool = typer.Option(False, "--to-earliest"),
     to_latest: bool = typer.Option(False, "--to-latest"),
-    to_datetime: Optional[str] = typer.Option(None, "--to-datetime",
+    to_datetime: str | None = typer.Option(None, "--to-datetime",
                                               help="ISO-8601, e.g. 2026-11-21T18:00:00 (UTC unless an offset "
                                                    "is given): the earliest offset at or after it"),
-    to_offset: Optional[int] = typer.Option(None, "--to-offset"),
-    shift_by: Optional[int] = typer.Option(None, "--shift-by", help="move the committed offsets by N (may be < 0)"),
+    to_offset: int | None = typer.Option(None, "--to-offset"),
+    shift_by: int | None = typer.Option(None, "--shift-by", help="move the committed offsets by N (may be < 0)"),
     execute: bool = typer.Option(False, "--execute/--dry-run", help="commit the new offsets (default: dry run, "
                                                                       "print them only)"),
-    output: Optional[str] = OutputOption,
+    output: str | None = OutputOption,
 ) -> None:
     """Move an empty group's committed offsets; targets are clamped to [log start, log end] as in Kafka."""
     spec = reset_spec(to_earliest, to_latest, to_datetime, to_offset, shift_by)

@@ -5,7 +5,6 @@ journal-sweep (no Spark), with a progress bar, each run recorded for `GET /v1/jo
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -17,7 +16,7 @@ jobs_app = typer.Typer(help="Maintenance jobs on local Spark: retention, roll, c
                        no_args_is_help=True)
 
 
-def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
+def _run_job(job: str, topic: list[str] | None, dry_run: bool) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -50,7 +49,7 @@ def _run_job(job: str, topic: Optional[list[str]], dry_run: bool) -> None:
 
 def _job_command(job: str, help_text: str) -> None:
     @jobs_app.command(job, help=help_text)
-    def command(topic: Optional[list[str]] = typer.Option(None, "--topic", "-t", help="repeatable; all when omitted"),
+    def command(topic: list[str] | None = typer.Option(None, "--topic", "-t", help="repeatable; all when omitted"),
                 dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing")) -> None:
         _run_job(job, topic, dry_run)
 

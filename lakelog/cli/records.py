@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import typer
 
@@ -18,10 +19,10 @@ from lakelog.platform import Broker, Record
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.groups import positions as group_positions
 from lakelog.platform.groups.membership import check_group_id
-from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.records import ConsumerRecord, TopicPartition, encode_bytes, records_to_columns
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.schema_registry.validation import RecordValidator
+from lakelog.platform.typed import produce as typed_produce
 
 PRODUCE_CHUNK = 1000
 
@@ -49,8 +50,8 @@ def parse_headers(pairs: list[str]) -> list[tuple[str, bytes]]:
 
 def produce(
     topic: str,
-    key_separator: Optional[str] = typer.Option(None, "--key-separator", help="Lines are key<SEP>value"),
-    partition: Optional[int] = typer.Option(None, "--partition"),
+    key_separator: str | None = typer.Option(None, "--key-separator", help="Lines are key<SEP>value"),
+    partition: int | None = typer.Option(None, "--partition"),
     acks: str = typer.Option("1", "--acks", help="0, 1 or all"),
     header: list[str] = typer.Option([], "--header", "-H", help="key=value added to every record, repeatable"),
 ) -> None:
@@ -62,7 +63,7 @@ def produce(
         for lines in _stdin_chunks(sys.stdin.isatty()):
             records = []
             for line in lines:
-                key: Optional[bytes] = None
+                key: bytes | None = None
                 value = line
                 if key_separator is not None:
                     if key_separator not in line:
@@ -80,7 +81,7 @@ def produce(
             sys.stdout.flush()
 
 
-def _header_json(key: str, value: Optional[bytes]) -> dict:
+def _header_json(key: str, value: bytes | None) -> dict:
     text, b64 = encode_bytes(value)
     entry: dict[str, Any] = {"key": key, "value": text}
     if b64:
@@ -128,8 +129,8 @@ class Committer:
     """consume --group: commits the next offset of each partition read (Kafka's commitSync), so a later
     consume of the group resumes after what was printed."""
 
-    def __init__(self, coordinator: Optional[GroupCoordinator], group: Optional[str],
-                 start: Optional[dict[TopicPartition, int]] = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator | None, group: str | None,
+                 start: dict[TopicPartition, int] | None = None) -> None:
         self.coordinator, self.group = coordinator, group
         self.pending: dict[TopicPartition, int] = dict(start or {})  # positions reached, not committed yet
 
@@ -140,12 +141,13 @@ class Committer:
     def commit(self) -> None:
         if self.coordinator is None or self.group is None or not self.pending:
             return
-        rows = [(t, p, o, None) for (t, p), o in sorted(self.pending.items())]
+        rows: list[tuple[str, int, int, str | None]] = [
+            (t, p, o, None) for (t, p), o in sorted(self.pending.items())]
         self.pending = {}
         self.coordinator.commit(self.group, None, -1, rows).result()
 
 
-def _consume_loop(b: Broker, topic: str, positions: dict[int, int], max_records: Optional[int], follow: bool,
+def _consume_loop(b: Broker, topic: str, positions: dict[int, int], max_records: int | None, follow: bool,
                   committer: Committer) -> None:
     ends = {p: b.list_offset(topic, p, "latest") for p in positions}
     printed = 0
@@ -177,12 +179,12 @@ def _consume_loop(b: Broker, topic: str, positions: dict[int, int], max_records:
 
 def consume(
     topic: str,
-    partition: Optional[int] = typer.Option(None, "--partition"),
-    start: Optional[str] = typer.Option(None, "--from", help="earliest (default), latest or an offset; "
+    partition: int | None = typer.Option(None, "--partition"),
+    start: str | None = typer.Option(None, "--from", help="earliest (default), latest or an offset; "
                                                              "not with --group"),
-    max_records: Optional[int] = typer.Option(None, "--max"),
+    max_records: int | None = typer.Option(None, "--max"),
     follow: bool = typer.Option(False, "--follow", help="Keep waiting for new records"),
-    group: Optional[str] = typer.Option(None, "--group", "-g",
+    group: str | None = typer.Option(None, "--group", "-g",
                                         help="Start from the group's committed offsets and commit as records "
                                              "are printed"),
     auto_offset_reset: str = typer.Option("latest", "--auto-offset-reset",
@@ -207,7 +209,7 @@ def consume(
         coordinator = GroupCoordinator(b, initial_rebalance_delay_ms=0)
         try:
             positions = _group_positions(b, coordinator, group, topic, partitions, auto_offset_reset)
-            start = {(topic, p): o for p, o in positions.items()}  # every partition read is the group's
-            _consume_loop(b, topic, positions, max_records, follow, Committer(coordinator, group, start))
+            reached = {(topic, p): o for p, o in positions.items()}  # every partition read is the group's
+            _consume_loop(b, topic, positions, max_records, follow, Committer(coordinator, group, reached))
         finally:
             coordinator.close()

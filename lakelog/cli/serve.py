@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from typing import Optional
 
 import typer
 
@@ -19,20 +18,20 @@ from lakelog.settings import Settings
 
 
 def serve(
-    host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (LAKELOG_HOST; default 127.0.0.1)"),
-    port: Optional[int] = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (LAKELOG_HOST; default 127.0.0.1)"),
+    port: int | None = typer.Option(None, "--port", help="Port (LAKELOG_PORT; default 8080)"),
     insecure: bool = typer.Option(False, "--insecure",
                                   help="Allow a non-loopback address without authentication"),
     access_log: bool = typer.Option(False, "--access-log", help="Log one line per request (LAKELOG_ACCESS_LOG)"),
-    advertise: Optional[str] = typer.Option(None, "--advertise",
+    advertise: str | None = typer.Option(None, "--advertise",
                                             help="URL the other nodes of the cluster reach this one at "
                                                  "(LAKELOG_ADVERTISE; default http://host:port)"),
-    node_id: Optional[str] = typer.Option(None, "--node-id", help="This node's id in the cluster "
+    node_id: str | None = typer.Option(None, "--node-id", help="This node's id in the cluster "
                                                                    "(LAKELOG_NODE_ID; default from its address)"),
-    kafka_port: Optional[int] = typer.Option(None, "--kafka-port",
+    kafka_port: int | None = typer.Option(None, "--kafka-port",
                                              help="Kafka listener port (LAKELOG_KAFKA_PORT; default 9092, "
                                                   "0 any free port, -1 off)"),
-    kafka_advertise: Optional[str] = typer.Option(None, "--kafka-advertise",
+    kafka_advertise: str | None = typer.Option(None, "--kafka-advertise",
                                                   help="host:port Kafka clients reach this node at "
                                                        "(LAKELOG_KAFKA_ADVERTISE)"),
     jobs: bool = typer.Option(True, "--jobs/--no-jobs",
@@ -40,7 +39,8 @@ def serve(
                                    "seconds in a separate process (local Spark)"),
 ) -> None:
     """Run the HTTP tier and the Kafka listener (produce, fetch, consumer groups, admin) until SIGINT/SIGTERM."""
-    from lakelog.ingest_api.server import RefusedToStart, serve as run_server
+    from lakelog.ingest_api.server import RefusedToStart
+    from lakelog.ingest_api.server import serve as run_server
 
     config = settings(host=host, port=port, insecure=insecure or None, access_log=access_log or None,
                       advertise=advertise, node_id=node_id, kafka_port=kafka_port, kafka_advertise=kafka_advertise)

@@ -5,7 +5,7 @@ add-partitions, delete, repair (records another Delta writer appended beyond the
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -27,7 +27,7 @@ def topics_create(
 
 
 @topics_app.command("list")
-def topics_list(output: Optional[str] = OutputOption) -> None:
+def topics_list(output: str | None = OutputOption) -> None:
     """One line per topic (JSON lines with --output json)."""
     with broker() as b:
         topics = b.list_topics()
@@ -38,7 +38,7 @@ def topics_list(output: Optional[str] = OutputOption) -> None:
     print_table(["TOPIC", "PARTITIONS"], [[m.name, m.partitions] for m in topics])
 
 
-def _replication(b: Broker, name: str) -> Optional[dict]:
+def _replication(b: Broker, name: str) -> dict | None:
     """The topic's replica report when it is replicated across sites, else None."""
     if b.replicas is None or b.replicas.state(name, refresh=True) is None:
         return None
@@ -64,7 +64,7 @@ def _topic_description(b: Broker, name: str) -> dict:
 
 
 @topics_app.command("describe")
-def topics_describe(name: str, output: Optional[str] = OutputOption) -> None:
+def topics_describe(name: str, output: str | None = OutputOption) -> None:
     """Partitions (log start/end offsets, size; leader, replicas, in-sync set when replicated) and config."""
     with broker() as b:
         result = _topic_description(b, name)
@@ -108,7 +108,7 @@ def topics_delete(name: str) -> None:
 
 
 @topics_app.command("repair")
-def topics_repair(name: str, output: Optional[str] = OutputOption) -> None:
+def topics_repair(name: str, output: str | None = OutputOption) -> None:
     """Remove, in one Delta commit, the records another Delta writer appended beyond the partitions' log
     ends (refused as DATA_CHANGED_OUTSIDE_LAKELOG); every running node serves the partitions again, no
     restart. Any other outside change is refused with nothing removed."""

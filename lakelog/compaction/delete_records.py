@@ -16,8 +16,8 @@ pure (`plan_delete_records`); `delete_records` writes the new files and commits 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 from deltalake.transaction import AddAction
 
@@ -25,8 +25,8 @@ from lakelog.compaction.plan import is_segment
 from lakelog.compaction.rewrite import RewriteResult, merge_segments
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import LakelogError, OffsetOutOfRange, StorageWriteFailed
-from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.log import TopicLog
+from lakelog.platform.segments.index import SegmentFile
 
 log = logging.getLogger(__name__)
 

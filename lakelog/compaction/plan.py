@@ -15,8 +15,8 @@ and age as any small files.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from lakelog.platform.segments.index import SegmentFile
 

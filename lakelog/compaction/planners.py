@@ -25,8 +25,9 @@ in closed segments older than `min.compaction.lag.ms` (see `plan.py` and `rewrit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lakelog.compaction.plan import closed_segments, plan_compaction, plan_roll
 from lakelog.platform.catalog.catalog import TopicMeta

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -103,8 +103,8 @@ def compact_segments(storage: Storage, table_uri: str, layout: TableLayout, part
 def _latest_offsets(storage: Storage, table_uri: str, files: Sequence[SegmentFile]) -> np.ndarray:
     """Sorted offsets of the last record of each key in the run."""
     pieces = [_read(storage, table_uri, f, ["offset", "key"]) for f in files]
-    keys = pa.concat_tables(pieces, promote_options="permissive") if pieces else pa.table({"offset": pa.array([], pa.int64()),
-                                                              "key": pa.array([], pa.binary())})
+    empty = {"offset": pa.array([], pa.int64()), "key": pa.array([], pa.binary())}
+    keys = pa.concat_tables(pieces, promote_options="permissive") if pieces else pa.table(empty)
     keyed = keys.filter(pc.is_valid(keys.column("key")))
     if keyed.num_rows == 0:
         return np.empty(0, dtype=np.int64)

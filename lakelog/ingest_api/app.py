@@ -7,8 +7,9 @@ import ipaddress
 import logging
 import socket
 import threading
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
@@ -16,13 +17,14 @@ from starlette.responses import Response
 
 from lakelog.ingest_api import api_docs, console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
-from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.cluster_routing import OwnerRouting
+from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.group_paths import GroupPaths
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, schema_registry, topics
 from lakelog.kafka_api.listener import KafkaListener, tls_context
+from lakelog.observability import startup_log
 from lakelog.platform import Broker
 from lakelog.platform.acl import AclStore, Authorizer
 from lakelog.platform.cluster import Membership, Node, View
@@ -32,11 +34,10 @@ from lakelog.platform.cluster.ownership import group_key, transaction_key
 from lakelog.platform.delta.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.layout import TRANSACTIONS_TABLE
+from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.platform.transactions.handover import Handover
-from lakelog.observability import startup_log
 from lakelog.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,8 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
 
     def groups_moved(old: View | None, new: View) -> None:
         # `old` None: renewed after a lapse; whatever this node knew of a group is stale.
-        fresh = old is None or not joined.is_set()
-        coordinated = (lambda g: False) if fresh else (lambda g: old.is_local(old.owner(group_key(g))))
+        before = old if joined.is_set() else None
+        coordinated = (lambda g: False) if before is None else (lambda g: before.is_local(before.owner(group_key(g))))
         coordinator.reassign(coordinated, lambda g: new.is_local(new.owner(group_key(g))),
                              lambda groups: membership.released({group_key(g) for g in groups}),
                              poll_s=settings.broker_heartbeat_interval_ms / 1000,
@@ -105,8 +106,9 @@ def join_cluster(settings: Settings, broker: Broker, coordinator: GroupCoordinat
     txn_handover = Handover()
 
     def transactions_moved(old: View | None, new: View) -> None:
-        fresh = old is None or not joined.is_set()
-        txn_handover.reassign((lambda t: False) if fresh else (lambda t: old.is_local(old.owner(transaction_key(t)))),
+        before = old if joined.is_set() else None
+        txn_handover.reassign((lambda t: False) if before is None
+                              else (lambda t: before.is_local(before.owner(transaction_key(t)))),
                               lambda t: new.is_local(new.owner(transaction_key(t))),
                               [n.node_id for n in new.nodes], lambda: membership.published_views(new.nodes),
                               poll_s=settings.broker_heartbeat_interval_ms / 1000,
@@ -172,7 +174,9 @@ async def start_kafka_listener(app: FastAPI, settings: Settings) -> tuple[KafkaL
     await listener.start()
     app.state.kafka = listener
     bound = settings.model_copy(update={"kafka_port": listener.port})
-    listener.advertise(kafka_address(bound))  # type: ignore[arg-type]
+    address = kafka_address(bound)
+    assert address is not None  # None only without a Kafka listener
+    listener.advertise(address)
     return listener, bound
 
 
@@ -275,8 +279,8 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
                 await anyio.to_thread.run_sync(stop_services, app.state.services)
             app.state.services = None
 
-    app = FastAPI(title="lakelog", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)  # api_docs serves them from the package, no CDN
+    app = LakelogApp(title="lakelog", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                     docs_url=None, redoc_url=None)  # api_docs serves them from the package, no CDN
     api_docs.install(app)
 
     def count_error(code: str) -> None:
@@ -294,7 +298,6 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
                    cluster.router, schema_registry.router):
         app.include_router(router)
     console.install(app)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
 
@@ -321,7 +324,10 @@ def _guard_docs(app: FastAPI) -> None:
         return await call_next(request)
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    if not app.openapi_schema:
-        app.openapi_schema = openapi.build(app)
-    return app.openapi_schema
+class LakelogApp(FastAPI):
+    """FastAPI with lakelog's OpenAPI document (`openapi.build`), made on first use."""
+
+    def openapi(self) -> dict[str, Any]:
+        if not self.openapi_schema:
+            self.openapi_schema = openapi.build(self)
+        return self.openapi_schema

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -248,7 +249,7 @@ def _decode_column(column: pa.ChunkedArray, fmt: str) -> list[tuple[Any, str | N
             return [(v, None) for v in column.cast(pa.string()).to_pylist()]
         except pa.ArrowInvalid:
             return [_text_or_base64(v) for v in column.to_pylist()]
-    decoded = []
+    decoded: list[tuple[Any, str | None]] = []
     for raw in column.to_pylist():
         if raw is None:
             decoded.append((None, None))

@@ -4,7 +4,9 @@ back-pressure."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
@@ -17,10 +19,12 @@ from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
+from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
 from lakelog.platform.transactions.handover import Handover
-from lakelog.platform.schema_registry.validation import RecordValidator
 from lakelog.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -128,6 +132,6 @@ async def read_body(request: Request, services: Services) -> bytes:
     return b"".join(chunks)
 
 
-async def blocking(func, *args, **kwargs):  # type: ignore[no-untyped-def]
+async def blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking core call (storage I/O, long poll) on a worker thread."""
     return await run_in_threadpool(func, *args, **kwargs)

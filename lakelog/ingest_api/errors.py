@@ -8,7 +8,8 @@ in Confluent's shape instead, `{"error_code": <int>, "message"}`, which its clie
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request

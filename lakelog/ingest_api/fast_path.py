@@ -12,7 +12,7 @@ does not recognise exactly goes on to FastAPI.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send

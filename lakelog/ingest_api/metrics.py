@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -40,7 +48,7 @@ class Metrics:
         self.errors = Counter("lakelog_errors", "Error answers by Kafka error code", ["code"], registry=r)
         self.topics_seen: set[str] = set()
 
-    def attach(self, broker: "Broker", coordinator: "GroupCoordinator") -> None:
+    def attach(self, broker: Broker, coordinator: GroupCoordinator) -> None:
         self.registry.register(_StateCollector(broker, coordinator, self.topics_seen))
 
     def render(self) -> bytes:
@@ -51,7 +59,7 @@ class _StateCollector(Collector):
     """Read at scrape time from memory: per topic this node produced to, Delta commits, conflicts and log start
     and end offsets per partition; offset commits, group members and lag per group and partition."""
 
-    def __init__(self, broker: "Broker", coordinator: "GroupCoordinator", topics: set[str]) -> None:
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator, topics: set[str]) -> None:
         self.broker = broker
         self.coordinator = coordinator
         self.topics = topics

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import socket
 
 import anyio.to_thread
 import uvicorn
+from fastapi import FastAPI
+from starlette.datastructures import State
 
 from lakelog.ingest_api.app import create_app, hand_over
 from lakelog.observability import startup_log
@@ -63,16 +66,24 @@ class Server(uvicorn.Server):
         super().__init__(config)
         self.settings = settings
 
-    async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+    @property
+    def app_state(self) -> State:
+        """The state of the app served: `uvicorn_config` gives uvicorn the app itself, not an import string."""
+        app = self.config.app
+        if not isinstance(app, FastAPI):
+            raise TypeError(f"lakelog's server runs a FastAPI app, not {type(app).__name__}")
+        return app.state
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            kafka = getattr(self.config.app.state, "kafka", None)
-            startup_log.info(start_line(self.settings, self.urls(), kafka and "%s:%d" % kafka.advertised))
+            kafka = getattr(self.app_state, "kafka", None)
+            startup_log.info(start_line(self.settings, self.urls(), kafka and "{}:{:d}".format(*kafka.advertised)))
 
-    async def shutdown(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Hand this node's groups over while still listening, and give the other nodes one heartbeat to
         notice before the listeners close: clients meet retriable answers, not refused connections."""
-        services = getattr(self.config.app.state, "services", None)
+        services = getattr(self.app_state, "services", None)
         if services is not None and services.broker.cluster is not None:
             await anyio.to_thread.run_sync(hand_over, services)
             await asyncio.sleep(services.settings.broker_heartbeat_interval_ms / 1000)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
@@ -26,6 +27,9 @@ from lakelog.kafka_api.errors import CODES, KafkaProtocolError
 from lakelog.kafka_api.producer_ids import kafka_producer_id
 from lakelog.kafka_api.protocol import SUPPORTED
 from lakelog.platform.records import RecordColumns
+
+if TYPE_CHECKING:
+    from aiokafka.record._protocols import DefaultRecordBatchProtocol, LegacyRecordBatchProtocol
 
 NO_PRODUCER = -1
 # The epoch a fetched batch without a producer carries. Kafka answers the epoch the batch was written with;
@@ -91,7 +95,8 @@ def _legacy_batch(data: bytes, partition: int) -> ProducedBatch:
     return ProducedBatch(columns, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER)
 
 
-def _produced(batch, partition: int, version: int) -> ProducedBatch:  # type: ignore[no-untyped-def]
+def _produced(batch: DefaultRecordBatchProtocol | LegacyRecordBatchProtocol, partition: int,
+              version: int) -> ProducedBatch:
     if getattr(batch, "magic", None) != 2:  # aiokafka's legacy batches have no `magic`; Kafka's words and code:
         raise KafkaProtocolError(f"Produce requests with version {version} are only allowed to contain record "
                                  "batches with magic version 2 (got a message set of magic 0 or 1)",

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from lakelog.platform.acl import ANONYMOUS, Authorizer
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import BrokerClosed
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.platform.schema_registry.validation import RecordValidator
+from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.settings import Settings
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from aiokafka.codec import gzip_encode, lz4_decode, lz4_encode, snappy_encode
 from aiokafka.errors import UnsupportedCodecError
@@ -72,13 +72,14 @@ def _decode_message(message: memoryview, magic: int, into: Columns) -> None:
     batch = LegacyRecordBatch(message, magic)
     if not batch.validate_crc():
         raise _corrupt("message CRC mismatch")
+    keys, values, timestamps = into
     if magic == 0 and message[ATTRIBUTES_AT] & CODEC_MASK == LZ4:  # aiokafka refuses 0.8's lz4 frames
         _, value = _key_value(message, KEY_AT[0])
-        inner = decode(lz4_decode(fixed_lz4_frame(value or b"")))
-        for column, found in zip(into, inner):
-            column.extend(found)  # type: ignore[arg-type]
+        inner_keys, inner_values, inner_timestamps = decode(lz4_decode(fixed_lz4_frame(value or b"")))
+        keys.extend(inner_keys)
+        values.extend(inner_values)
+        timestamps.extend(inner_timestamps)
         return
-    keys, values, timestamps = into
     for record in batch:
         keys.append(record.key)
         values.append(record.value)

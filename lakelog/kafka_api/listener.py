@@ -21,7 +21,8 @@ import asyncio
 import logging
 import ssl
 import struct
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
@@ -68,7 +69,8 @@ class KafkaListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)  # type: ignore[arg-type]
+        assert task is not None  # asyncio runs each connection's callback in a task of its own
+        self._connections.add(task)
         peer = writer.get_extra_info("peername")
         context = Context(self._services_of, self.advertised, peer=str(peer[0]) if peer else "")
         try:
@@ -76,7 +78,7 @@ class KafkaListener:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the client went away, or the listener is stopping
         finally:
-            self._connections.discard(task)  # type: ignore[arg-type]
+            self._connections.discard(task)
             writer.close()
 
 

@@ -112,7 +112,7 @@ def decode(frame: bytes) -> Call:
     if len(frame) < 8:
         raise KafkaProtocolError(f"a request frame of {len(frame)} bytes is shorter than a header")
     api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
-    served = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    served = SUPPORTED.get(api_key)
     if served is None or not served[0] <= version <= served[1]:
         raise Unanswerable(api_key, version, header_client_id(frame), unsupported_answer(api_key, correlation_id))
     request = REQUESTS[api_key].decode(frame, version=version, header=True)
@@ -136,7 +136,7 @@ def api_name(api_key: int) -> str:
 
 
 def served_range(api_key: int) -> str:
-    served = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    served = SUPPORTED.get(api_key)
     return "not served" if served is None else f"served {served[0]}-{served[1]}"
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.data_container import DataContainer
 
 from lakelog.kafka_api.errors import CODES
 from lakelog.kafka_api.protocol import api_name
@@ -77,13 +80,13 @@ def item_refusals(response: Any) -> dict[int, str | None]:
 
 # Per response class: whether it has an error code, and the struct and struct-array fields whose classes
 # hold one somewhere below (the others, such as a fetch's aborted transactions, are never walked).
-_PLANS: dict[type, tuple[bool, tuple[str, ...], tuple[str, ...]]] = {}
+_PLANS: dict[type[DataContainer], tuple[bool, tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _plan(cls: type) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+def _plan(cls: type[DataContainer]) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
     plan = _PLANS.get(cls)
     if plan is None:
-        fields = cls.fields  # type: ignore[attr-defined]
+        fields = cls.fields
         nested = {name: getattr(cls, field.type_str) for name, field in fields.items()
                   if field.is_struct() or field.is_struct_array()}
         worth = {name for name, child in nested.items() if _holds_codes(child)}
@@ -93,7 +96,7 @@ def _plan(cls: type) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
     return plan
 
 
-def _holds_codes(cls: type) -> bool:
+def _holds_codes(cls: type[DataContainer]) -> bool:
     has_code, structs, arrays = _plan(cls)
     return has_code or bool(structs) or bool(arrays)
 

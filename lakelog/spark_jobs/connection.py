@@ -8,12 +8,12 @@ separate processes, so everything they need travels in these options.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from lakelog.platform import Broker, Storage
-from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.broker.reader import TopicReader
+from lakelog.platform.errors import InvalidConfig
 from lakelog.settings import Settings, own_journal
 
 ROOT_OPTION = "lakelog.root"
@@ -29,7 +29,7 @@ class Connection:
     storage_options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> "Connection":
+    def from_options(cls, options: Mapping[str, str]) -> Connection:
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
         root = lowered.get(ROOT_OPTION)
         if not root:

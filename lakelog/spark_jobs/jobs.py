@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from deltalake.transaction import AddAction
 
@@ -22,9 +23,9 @@ from lakelog.compaction.planners import PLANNERS, PartitionPlan
 from lakelog.compaction.rewrite import RewriteResult, compact_segments, merge_segments
 from lakelog.platform import Broker
 from lakelog.platform.catalog.catalog import TopicMeta
-from lakelog.platform.segments.index import SegmentFile
-from lakelog.platform.ops.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
 from lakelog.platform.log import TopicLog
+from lakelog.platform.ops.job_runs import DEFAULT_RETENTION_MS, JobRun, record_runs
+from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.segments.segment import TableLayout
 from lakelog.spark_jobs.connection import Connection
 from lakelog.spark_jobs.journal_sweep import run_journal_sweep
@@ -131,7 +132,7 @@ def _plan(job: str, broker: Broker, metas: list[TopicMeta], now_ms: int | None,
         topic_log = broker.committed_log(meta.name)
         topic_log.refresh()
         segments = topic_log.all_segments()
-        plans += [p for p in planner(meta, lambda partition: segments.get(partition, []), now)
+        plans += [p for p in planner(meta, lambda partition: segments.get(partition, []), now)  # noqa: B023 (called here)
                   if wanted is None or (p.topic, p.partition) in wanted]
     return plans
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, UnknownTopicOrPartition
@@ -136,7 +137,7 @@ class SourceOptions:
     value_typed: bool = False
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         connection = Connection.from_options(opts)
         refuse_kafka_options(opts, SOURCE_REFUSED_KAFKA_OPTIONS)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.errors import InvalidConfig, OffsetOutOfRange
-from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.records import TopicPartition
+from lakelog.platform.segments.index import SegmentFile
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class FileRef:
     row_groups: tuple[int, ...] | None = None  # the partition's own, in a file holding several
 
     @classmethod
-    def of(cls, segment: SegmentFile) -> "FileRef":
+    def of(cls, segment: SegmentFile) -> FileRef:
         return cls(segment.path, segment.min_offset, segment.max_offset, segment.row_groups)
 
 

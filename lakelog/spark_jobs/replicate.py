@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from lakelog.compaction.planners import PartitionPlan
 from lakelog.platform import Broker
 from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import InvalidRequest
 from lakelog.platform.layout import topic_path
 from lakelog.platform.replication.copier import CopyStats, FileCopier, copy_file
+from lakelog.platform.replication.manager import ReplicaManager
 from lakelog.platform.replication.state import ReplicaState
 from lakelog.spark_jobs.connection import Connection
-from lakelog.compaction.planners import PartitionPlan
 from lakelog.spark_jobs.report import JobReport, Progress
 
 
@@ -67,7 +68,7 @@ def run_replication(broker: Broker, spark: Any, metas: list[TopicMeta], dry_run:
     def copier_for(state: ReplicaState, follower: str) -> FileCopier | None:
         if spark is None:
             return None
-        return spark_copier(spark, _connection(broker, state.leader), _connection(broker, follower),
+        return spark_copier(spark, _connection(replicas, state.leader), _connection(replicas, follower),
                             topic_path(state.topic))
 
     for done, meta in enumerate(metas, 1):
@@ -84,7 +85,7 @@ def run_replication(broker: Broker, spark: Any, metas: list[TopicMeta], dry_run:
     return report
 
 
-def _connection(broker: Broker, site: str) -> Connection:
-    storage = broker.replicas.sites[site]  # type: ignore[union-attr]
+def _connection(replicas: ReplicaManager, site: str) -> Connection:
+    storage = replicas.sites[site]
     return Connection(storage.root, dict(storage.options))
 

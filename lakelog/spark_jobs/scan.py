@@ -8,7 +8,7 @@ snapshot and the read continues where it was.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -64,8 +64,7 @@ def read_range(connection: Connection, rng: OffsetRange, include_headers: bool,
             continue
         if table.num_rows:
             position = int(table.column("offset")[-1].as_py()) + 1
-            for batch in to_kafka(table, rng.topic, rng.partition, schema).to_batches(BATCH_ROWS):
-                yield batch
+            yield from to_kafka(table, rng.topic, rng.partition, schema).to_batches(BATCH_ROWS)
         else:
             position = max(position, ref.max_offset + 1)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -167,7 +167,11 @@ class LakelogStreamWriter(_SinkBase, DataSourceStreamWriter):
                                 "it commits exactly once per query and batch, so it only runs in streaming queries")
         return found
 
-    def commit(self, messages: list, batchId: int) -> None:  # noqa: N803 (Spark's name)
+    def commit(self, messages: list, batchId: int | None = None) -> None:  # noqa: N803 (Spark's name)
+        # Spark's stream writer always passes batchId: the default only keeps the signature of the Arrow
+        # (batch) writer's commit(messages), which this class also is so that Spark hands it Arrow batches.
+        if batchId is None:
+            raise InvalidConfig("the lakelog stream sink commits a micro-batch by its id, and was given none")
         if not any(m is not None and m.files for m in messages):
             return  # an empty micro-batch: nothing staged, nothing to commit
         app_id = f"lakelog.sink.{sink_query_id(messages)}"

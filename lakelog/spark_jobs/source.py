@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -27,9 +27,9 @@ from pyspark.sql.types import StructType
 
 from lakelog.platform.broker.reader import TopicReader
 from lakelog.platform.records import TopicPartition
+from lakelog.spark_jobs import typed
 from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
-from lakelog.spark_jobs import typed
 from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, kafka_arrow_schema, read_range
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,13 @@ class RangePartition(InputPartition):
     def __init__(self, rng: OffsetRange) -> None:
         super().__init__(rng)
         self.rng = rng
+
+
+def range_of(partition: InputPartition) -> OffsetRange:
+    """The range of a partition the reader planned (Spark hands each task one of those back)."""
+    if not isinstance(partition, RangePartition):
+        raise TypeError(f"the lakelog reader reads the partitions it planned, not a {type(partition).__name__}")
+    return partition.rng
 
 
 class LakelogDataSource(DataSource):
@@ -88,7 +95,7 @@ class LakelogBatchReader(DataSourceReader):
         return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
+        rng = range_of(partition)
         if rng.size <= 0:
             return iter(())
         return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss,
@@ -175,7 +182,7 @@ class LakelogStreamReader(DataSourceStreamReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rng: OffsetRange = partition.rng  # type: ignore[attr-defined]
+        rng = range_of(partition)
         return read_range(self.options.connection, rng, self.options.include_headers, self.options.fail_on_data_loss,
                           self.value_typed)
 

@@ -8,7 +8,7 @@ topic was typed null). Without the option the source has exactly the schema of S
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type

@@ -22,9 +22,9 @@ from lakelog.compaction.planners import PartitionPlan
 from lakelog.platform import Broker
 from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.delta.delta_log import commit_uri, removed_paths
+from lakelog.platform.delta.table_retention import advertise_retention
 from lakelog.platform.layout import SINK_STAGING
 from lakelog.platform.log import TopicLog
-from lakelog.platform.delta.table_retention import advertise_retention
 from lakelog.spark_jobs.report import JobReport, Progress
 
 STATE_FILE = "_lakelog/vacuum.json"
@@ -51,7 +51,7 @@ def run_vacuum(broker: Broker, metas: list[TopicMeta], dry_run: bool, now_ms: in
                                               f"{meta.config.file_delete_delay_ms} ms ago"))
         if not dry_run:
             # What is deleted now was advertised as kept no longer (and tables from before the rule catch up).
-            advertise_retention(lambda: topic_log, meta.config.file_delete_delay_ms)
+            advertise_retention(lambda: topic_log, meta.config.file_delete_delay_ms)  # noqa: B023 (called at once)
             topic_log.storage.delete_files([f"{topic_log.uri}/{p}" for p in due])
             for p in due:
                 state["pending"].pop(p, None)

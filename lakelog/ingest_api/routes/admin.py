@@ -21,9 +21,9 @@ ops_router = APIRouter(tags=["operations"])
 
 
 def to_model(acl: Acl) -> AclModel:
-    return AclModel(principal=acl.principal, resource_type=acl.resource_type,  # type: ignore[arg-type]
-                    pattern_type=acl.pattern_type, resource_name=acl.resource_name,  # type: ignore[arg-type]
-                    operation=acl.operation, permission=acl.permission)  # type: ignore[arg-type]
+    return AclModel(principal=acl.principal, resource_type=acl.resource_type,
+                    pattern_type=acl.pattern_type, resource_name=acl.resource_name,
+                    operation=acl.operation, permission=acl.permission)
 
 
 def acl_filter(principal: str | None, resource_type: str | None, pattern_type: str | None,

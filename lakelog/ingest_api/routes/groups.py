@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Callable, Literal
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.dependencies import Services, blocking
 from lakelog.ingest_api.errors import SchemaViolation
+from lakelog.ingest_api.group_paths import group_id
 from lakelog.ingest_api.models import (
     CommitOffsets,
     CommittedEntry,
@@ -22,15 +26,13 @@ from lakelog.ingest_api.models import (
     GroupOffsets,
     GroupSummary,
     HeartbeatResponse,
-    JoinGroup,
     Joined,
+    JoinGroup,
     MemberDescription,
     PartitionLagHistory,
     ResetOffsets,
     TopicPartitionModel,
 )
-from lakelog.ingest_api.dependencies import Services, blocking
-from lakelog.ingest_api.group_paths import group_id
 from lakelog.ingest_api.routes.records import FormatQ, record_fetch, records_response
 from lakelog.ingest_api.routes.topics import SinceMs
 from lakelog.platform.groups import CommittedOffset, JoinOptions
@@ -155,8 +157,8 @@ async def commit(group: GroupId, body: CommitOffsets, services: Svc, principal: 
     return GroupOffsets(group=group, offsets=entries({k: v for k, v in committed.items() if k in wanted}, {}))
 
 
-async def await_durable(services: Services, future: object) -> None:
-    await asyncio.shield(asyncio.wrap_future(future))  # type: ignore[arg-type]
+async def await_durable(services: Services, future: Future[Any]) -> None:
+    await asyncio.shield(asyncio.wrap_future(future))
 
 
 @router.get("/{group}/offsets", response_model=GroupOffsets, summary="Committed offsets and lag")

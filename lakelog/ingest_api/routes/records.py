@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, replace
-from typing import Annotated, Literal, Mapping
+from typing import Annotated, Literal
 
 import orjson
 import pyarrow as pa
@@ -19,11 +20,11 @@ from lakelog.ingest_api.dependencies import Services, blocking, current_services
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
 from lakelog.platform.catalog import auto_create
-from lakelog.platform.typed import fetch as typed_fetch
-from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import UnknownTopicOrPartition
-from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch
+from lakelog.platform.records import FetchResult, ProducerBatch, ProduceResult
+from lakelog.platform.typed import fetch as typed_fetch
+from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.typed.column import TYPED_COLUMN
 from lakelog.schemas import TOPIC_SCHEMA
 
@@ -149,11 +150,11 @@ def parse_body(content_type: str, body: bytes, key_format: str, value_format: st
 
 
 async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedProduce, acks: str,
-                           timeout_ms: int | None, producer: object, principal: str) -> ProduceResult:
+                           timeout_ms: int | None, producer: ProducerBatch | None, principal: str) -> ProduceResult:
     if (await opened(services, topic, parsed, principal)).config.validates_schemas:
         future = await blocking(produce_typed, services, topic, parsed, acks, timeout_ms, producer)
     else:
-        future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)  # type: ignore[arg-type]
+        future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)
     # The core owns the deadline: the writer answers this future by then, with REQUEST_TIMED_OUT at worst.
     # Shielded: the flush thread owns the future; a client that goes away must not cancel it.
     return await asyncio.shield(asyncio.wrap_future(future))
@@ -262,7 +263,7 @@ def record_fetch(services: Services, results: list[FetchResult], kind: str, star
 
 
 def records_response(results: list[FetchResult], key_format: str, value_format: str, fmt: str,
-                     extra: dict[str, object], typed: pa.StructArray | None = None) -> Response:
+                     extra: Mapping[str, object], typed: pa.StructArray | None = None) -> Response:
     """`typed`: one partition's fetch asked with value_typed, its records' fields."""
     if fmt == "arrow":
         headers = {f"X-Lakelog-{k.replace('_', '-').title()}": str(v) for k, v in extra.items() if v is not None}

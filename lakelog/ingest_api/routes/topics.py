@@ -7,12 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from lakelog.ingest_api.auth import Principal, Svc
+from lakelog.ingest_api.dependencies import Services, blocking
 from lakelog.ingest_api.models import (
+    MAX_INT64,
     AddPartitions,
     AlterConfig,
     CreateTopic,
     Deleted,
-    MAX_INT64,
     PartitionHistory,
     PartitionInfo,
     TopicDetail,
@@ -20,7 +21,6 @@ from lakelog.ingest_api.models import (
     TopicList,
     TopicSummary,
 )
-from lakelog.ingest_api.dependencies import Services, blocking
 from lakelog.platform.broker.ends import TopicDescription
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])

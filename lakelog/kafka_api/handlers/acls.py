@@ -16,9 +16,10 @@ such a binding matches nothing, since lakelog stores none.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterable, Mapping
+from typing import Any, TypeAlias
 
 from kafka.protocol.admin import (
     ACLOperation,
@@ -37,11 +38,11 @@ from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import Acl, AclStore, ClusterAuthorizationFailed
 from lakelog.platform.errors import InvalidRequest, LakelogError
 
-Created = CreateAclsResponse.AclCreationResult
-Described = DescribeAclsResponse.DescribeAclsResource
-Description = Described.AclDescription
-FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
-Matching = FilterResult.DeleteAclsMatchingAcl
+Created: TypeAlias = CreateAclsResponse.AclCreationResult
+Described: TypeAlias = DescribeAclsResponse.DescribeAclsResource
+Description: TypeAlias = DescribeAclsResponse.DescribeAclsResource.AclDescription
+FilterResult: TypeAlias = DeleteAclsResponse.DeleteAclsFilterResult
+Matching: TypeAlias = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
 
 RESOURCE_TYPES = {ACLResourceType.TOPIC: "topic", ACLResourceType.GROUP: "group", ACLResourceType.CLUSTER: "cluster"}
 PATTERN_TYPES = {ACLResourcePatternType.LITERAL: "literal", ACLResourcePatternType.PREFIXED: "prefixed"}

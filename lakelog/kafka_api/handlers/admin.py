@@ -12,8 +12,9 @@ stores a topic's whole config, so a value is reported as a default when it equal
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 from kafka.protocol.admin import (
     CreatePartitionsResponse,
@@ -30,6 +31,7 @@ from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import CLUSTER, ClusterAuthorizationFailed, TopicAuthorizationFailed
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.catalog.catalog import TopicMeta, validate_partitions, validate_topic_name
+from lakelog.platform.catalog.topic_config import KNOWN_KEYS, MAX_LONG, TopicConfig, parse_topic_config
 from lakelog.platform.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -38,16 +40,15 @@ from lakelog.platform.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from lakelog.platform.catalog.topic_config import KNOWN_KEYS, MAX_LONG, TopicConfig, parse_topic_config
 
-CreatedTopic = CreateTopicsResponse.CreatableTopicResult
-CreatedConfig = CreatedTopic.CreatableTopicConfigs
-DeletedTopic = DeleteTopicsResponse.DeletableTopicResult
-PartitionsResult = CreatePartitionsResponse.CreatePartitionsTopicResult
-DescribedResource = DescribeConfigsResponse.DescribeConfigsResult
-DescribedConfig = DescribedResource.DescribeConfigsResourceResult
-Synonym = DescribedConfig.DescribeConfigsSynonym
-AlteredResource = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+CreatedTopic: TypeAlias = CreateTopicsResponse.CreatableTopicResult
+CreatedConfig: TypeAlias = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+DeletedTopic: TypeAlias = DeleteTopicsResponse.DeletableTopicResult
+PartitionsResult: TypeAlias = CreatePartitionsResponse.CreatePartitionsTopicResult
+DescribedResource: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult
+DescribedConfig: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+Synonym: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+AlteredResource: TypeAlias = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 # Kafka's numbers: config resource types, config sources, config types, IncrementalAlterConfigs operations.
 TOPIC, BROKER = 2, 4

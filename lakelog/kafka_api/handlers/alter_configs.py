@@ -10,7 +10,8 @@ config in one compare-and-set, so a concurrent change of another key is replaced
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, TypeAlias
 
 from kafka.protocol.admin import AlterConfigsResponse
 
@@ -28,10 +29,10 @@ from lakelog.kafka_api.handlers.admin import (  # the same per-item machinery as
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.broker.node import Broker
-from lakelog.platform.errors import InvalidConfig
 from lakelog.platform.catalog.topic_config import KNOWN_KEYS
+from lakelog.platform.errors import InvalidConfig
 
-AlteredResource = AlterConfigsResponse.AlterConfigsResourceResponse
+AlteredResource: TypeAlias = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 async def alter_configs(context: Context, call: Call) -> AlterConfigsResponse:

@@ -7,6 +7,8 @@ caller's authorized operations on the cluster are its lakelog rights there (Kafk
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from kafka.protocol.admin import DescribeClusterResponse
 
 from lakelog.kafka_api import nodes
@@ -15,7 +17,7 @@ from lakelog.kafka_api.errors import CODES
 from lakelog.kafka_api.protocol import Call
 from lakelog.platform.acl import CLUSTER
 
-ClusterBroker = DescribeClusterResponse.DescribeClusterBroker
+ClusterBroker: TypeAlias = DescribeClusterResponse.DescribeClusterBroker
 BROKERS, CONTROLLERS = 1, 2  # endpoint types (v1+)
 # Kafka's AclOperation numbers of the operations lakelog's ACLs know.
 OPERATIONS = {"read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7, "describe": 8}

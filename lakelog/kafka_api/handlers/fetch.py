@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+from kafka.protocol.consumer import FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 
 from lakelog.kafka_api.batches import COMPRESSION, ZSTD, encode_fetch, fetch_magic
-from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.errors import CODES, error_code
 from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.protocol import Call
@@ -25,10 +26,11 @@ from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import InvalidRequest, LakelogError
 from lakelog.platform.records import FetchResult, record_sizes
 
-TopicData = FetchResponse.FetchableTopicResponse
-PartitionData = TopicData.PartitionData
-OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
-OffsetsPartition = OffsetsTopic.ListOffsetsPartitionResponse
+TopicData: TypeAlias = FetchResponse.FetchableTopicResponse
+PartitionData: TypeAlias = FetchResponse.FetchableTopicResponse.PartitionData
+OffsetsTopic: TypeAlias = ListOffsetsResponse.ListOffsetsTopicResponse
+OffsetsPartition: TypeAlias = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+OffsetWanted: TypeAlias = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
 MAX_RECORDS = 1_000_000  # the byte limits govern; this only bounds one read
 RECORD_OVERHEAD = 16  # a v2 record's attributes, varint deltas and lengths, about (a batch adds 61 bytes)
 LATEST, EARLIEST, EARLIEST_LOCAL = -1, -2, -4  # -4 (v8+, KIP-405): all of lakelog's log is "local"
@@ -75,7 +77,7 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
                          responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
 
 
-def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
+def _compression(services: Services, topic: str) -> int:
     """The codec of the topic's `compression.type` (the topic is open: the fetch read it)."""
     try:
         return COMPRESSION[services.broker.topic(topic).config.compression_type]
@@ -83,9 +85,10 @@ def _compression(services, topic: str) -> int:  # type: ignore[no-untyped-def]
         return 0
 
 
-def _partition(index: int, result: FetchResult | LakelogError | None, refused: int | None,
+def _partition(index: int, result: FetchResult | LakelogError | PartitionData | None, refused: int | None,
                compression: int, magic: int, read_committed: bool = False) -> PartitionData:
-    if isinstance(result, PartitionData):  # __consumer_offsets: answered whole
+    # The class itself, not its alias: kafka-python ships no py.typed, so to mypy the alias names Any.
+    if isinstance(result, FetchResponse.FetchableTopicResponse.PartitionData):  # __consumer_offsets: answered whole
         return result
     if isinstance(result, FetchResult):
         stable = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
@@ -160,7 +163,7 @@ async def list_offsets(context: Context, call: Call) -> ListOffsetsResponse:
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def _offset(context: Context, topic: str, wanted, allowed: bool,  # type: ignore[no-untyped-def]
+async def _offset(context: Context, topic: str, wanted: OffsetWanted, allowed: bool,
                   version: int, isolation_level: int = 0) -> OffsetsPartition:
     partition, timestamp = wanted.partition_index, wanted.timestamp
     if not allowed:

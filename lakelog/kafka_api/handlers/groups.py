@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import TypeAlias
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -18,6 +19,7 @@ from kafka.protocol.consumer import (
     JoinGroupResponse,
     LeaveGroupResponse,
     OffsetCommitResponse,
+    OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupResponse,
 )
@@ -32,14 +34,14 @@ from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.groups.classic import JoinRequest, Protocol
 from lakelog.platform.groups.errors import CoordinatorLoading, GroupIdNotFound, MemberIdRequired
 
-JoinMember = JoinGroupResponse.JoinGroupResponseMember
-LeaveMember = LeaveGroupResponse.MemberResponse
-CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
-CommitPartition = CommitTopic.OffsetCommitResponsePartition
-FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
-FetchPartition = FetchTopic.OffsetFetchResponsePartition
-Described = DescribeGroupsResponse.DescribedGroup
-DescribedMember = Described.DescribedGroupMember
+JoinMember: TypeAlias = JoinGroupResponse.JoinGroupResponseMember
+LeaveMember: TypeAlias = LeaveGroupResponse.MemberResponse
+CommitTopic: TypeAlias = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition: TypeAlias = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+FetchTopic: TypeAlias = OffsetFetchResponse.OffsetFetchResponseTopic
+FetchPartition: TypeAlias = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+Described: TypeAlias = DescribeGroupsResponse.DescribedGroup
+DescribedMember: TypeAlias = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 NO_GENERATION = -1
 
 
@@ -192,7 +194,7 @@ async def offset_fetch(context: Context, call: Call) -> OffsetFetchResponse:
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)
 
 
-def _offset_fetch_failed(request, version: int, code: int) -> OffsetFetchResponse:  # type: ignore[no-untyped-def]
+def _offset_fetch_failed(request: OffsetFetchRequest, version: int, code: int) -> OffsetFetchResponse:
     """The group's error: top-level from v2; before v2 there is no such field, so every partition asked
     carries it (an answer without it would read as "nothing committed")."""
     if version >= 2:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 
@@ -17,9 +17,9 @@ from lakelog.platform.catalog import auto_create
 from lakelog.platform.catalog.catalog import TopicMeta, missing_topic
 from lakelog.platform.errors import TopicAlreadyExists
 
-Broker = MetadataResponse.MetadataResponseBroker
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = Topic.MetadataResponsePartition
+Broker: TypeAlias = MetadataResponse.MetadataResponseBroker
+Topic: TypeAlias = MetadataResponse.MetadataResponseTopic
+Partition: TypeAlias = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
@@ -30,7 +30,7 @@ async def api_versions(context: Context, call: Call) -> protocol.ApiVersionsResp
 async def metadata(context: Context, call: Call) -> MetadataResponse:
     request = call.body
     broker = context.services.broker
-    known = {meta.name: meta for meta in await blocking(broker.list_topics)}
+    known: dict[str, TopicMeta | Exception] = {meta.name: meta for meta in await blocking(broker.list_topics)}
     if request.topics is None or (call.version == 0 and not request.topics):  # all topics (v0 asks with [])
         names = [n for n in sorted(known) if context.allowed("describe", "topic", n)]  # the caller may describe
         names += offsets_topic.listed(context, known)  # Kafka lists its internal topic too
@@ -75,7 +75,7 @@ def _create_missing(context: Context, names: list[str]) -> dict[str, TopicMeta |
     return found
 
 
-def _topic(context: Context, name: str, meta) -> Topic:  # type: ignore[no-untyped-def]
+def _topic(context: Context, name: str, meta: TopicMeta | Exception | None) -> Topic:
     if not context.allowed("describe", "topic", name):
         return Topic(error_code=CODES["TOPIC_AUTHORIZATION_FAILED"], name=name, is_internal=False, partitions=[])
     if isinstance(meta, Exception):  # a creation on first use refused or failed

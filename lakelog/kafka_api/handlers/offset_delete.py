@@ -9,6 +9,8 @@ stop showing them.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from kafka.protocol.consumer import OffsetDeleteResponse
 
 from lakelog.kafka_api.context import Context
@@ -17,8 +19,8 @@ from lakelog.kafka_api.handlers.groups import check_group_served
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 
-DeletedTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
-DeletedPartition = DeletedTopic.OffsetDeleteResponsePartition
+DeletedTopic: TypeAlias = OffsetDeleteResponse.OffsetDeleteResponseTopic
+DeletedPartition: TypeAlias = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 
 async def offset_delete(context: Context, call: Call) -> OffsetDeleteResponse:

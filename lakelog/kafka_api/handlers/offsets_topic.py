@@ -13,7 +13,8 @@ import logging
 import threading
 import time
 import weakref
-from typing import Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
@@ -29,12 +30,15 @@ from lakelog.platform.errors import InvalidTopic
 from lakelog.platform.groups.offsets_topic import OFFSETS_TOPIC, PARTITIONS, SLOTS_PER_MS
 from lakelog.platform.groups.offsets_topic_log import BATCH_SCHEMA, REFRESH_S, OffsetsTopicLog
 
+if TYPE_CHECKING:  # fetch.py reads this module's partitions
+    from lakelog.kafka_api.handlers.fetch import Wanted
+
 log = logging.getLogger(__name__)
 
-Topic = MetadataResponse.MetadataResponseTopic
-Partition = Topic.MetadataResponsePartition
-PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
-OffsetsPartition = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+Topic: TypeAlias = MetadataResponse.MetadataResponseTopic
+Partition: TypeAlias = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+PartitionData: TypeAlias = FetchResponse.FetchableTopicResponse.PartitionData
+OffsetsPartition: TypeAlias = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 LATEST = -1
 MAX_DELTA = (1 << 31) - 1  # a v2 batch's offset deltas are int32: records further apart go in another batch
 
@@ -87,16 +91,16 @@ def produce_refused(context: Context) -> InvalidTopic:
 # ---- Fetch and ListOffsets ---------------------------------------------------------------------------
 
 
-async def fetch_partitions(context: Context, wanted: list, wait_ms: int,  # type: ignore[type-arg]
+async def fetch_partitions(context: Context, wanted: list[Wanted], wait_ms: int,
                            version: int) -> dict[tuple[str, int], PartitionData]:
-    """The fetched partitions of the topic (`wanted`: fetch.Wanted), waiting up to `wait_ms` for a record
+    """The fetched partitions of the topic, waiting up to `wait_ms` for a record
     when none is there yet (0 when the same fetch also waits on other topics)."""
     if not wanted:
         return {}
     return await blocking(_read, context.services.broker, wanted, wait_ms, fetch_magic(version))
 
 
-def _read(broker: Broker, wanted: list, wait_ms: int,  # type: ignore[type-arg]
+def _read(broker: Broker, wanted: list[Wanted], wait_ms: int,
           magic: int) -> dict[tuple[str, int], PartitionData]:
     deadline = time.monotonic() + max(wait_ms, 0) / 1000
     try:

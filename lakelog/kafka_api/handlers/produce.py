@@ -1,8 +1,8 @@
 """Produce and InitProducerId: Kafka's idempotent producer on lakelog's.
 
 Each (Kafka producer id, partition) is its own lakelog producer id (producer_ids.py), so Kafka's
-per-partition sequence rule is kept exactly. Producer ids are drawn at random from 2^40 (no coordination between nodes; Kafka's non-transactional
-InitProducerId promises a fresh id, not a sequence).
+per-partition sequence rule is kept exactly. Producer ids are drawn at random from 2^40 (no coordination
+between nodes; Kafka's non-transactional InitProducerId promises a fresh id, not a sequence).
 """
 
 from __future__ import annotations
@@ -10,26 +10,26 @@ from __future__ import annotations
 import asyncio
 import secrets
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+from kafka.protocol.producer import InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 from lakelog.kafka_api.batches import ProducedBatch, decode_produce
-from lakelog.kafka_api.context import Context
+from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.errors import error_code, error_message
 from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.producer_ids import lakelog_producer_id
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.typed import produce as typed_produce
 from lakelog.platform.acl import TopicAuthorizationFailed
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import LakelogError, RecordsRefused
 from lakelog.platform.records import ProducerBatch
+from lakelog.platform.typed import produce as typed_produce
 
-TopicResponse = ProduceResponse.TopicProduceResponse
-PartitionResponse = TopicResponse.PartitionProduceResponse
+TopicResponse: TypeAlias = ProduceResponse.TopicProduceResponse
+PartitionResponse: TypeAlias = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 PRODUCER_ID_BITS = 40
 Outcome = list[Any] | BaseException  # a partition's produce results, or the error that refused them
 
@@ -70,7 +70,7 @@ async def produce(context: Context, call: Call) -> ProduceResponse | None:
 
 
 async def _submit(context: Context, topic: str, partition: int, records: bytes | None,
-                  request) -> list[Future] | BaseException:  # type: ignore[no-untyped-def]
+                  request: ProduceRequest) -> list[Future] | BaseException:
     """The futures of one partition's batches, or the error that refused them all."""
     try:
         if not context.allowed("write", "topic", topic):
@@ -95,8 +95,8 @@ async def _submit(context: Context, topic: str, partition: int, records: bytes |
         return exc
 
 
-async def _submit_typed(services, topic: str, partition: int, batches: list[ProducedBatch], acks: object,
-                        timeout_ms: int) -> list[Future]:  # type: ignore[no-untyped-def]
+async def _submit_typed(services: Services, topic: str, partition: int, batches: list[ProducedBatch], acks: object,
+                        timeout_ms: int) -> list[Future]:
     """A typed topic's batches: all checked (off the loop: decoding, maybe registry I/O) before any is queued,
     so a bad record refuses the partition's whole data; indexes count across its batches."""
     validator = await blocking(services.record_validator)
@@ -151,7 +151,7 @@ def _answer(index: int, outcome: Outcome, log_start_offset: int) -> PartitionRes
                              log_start_offset=log_start_offset, record_errors=[], error_message=None)
 
 
-def _base_offset(results: list) -> int:  # type: ignore[type-arg]
+def _base_offset(results: list[Any]) -> int:
     """The first record's offset; a typed topic's dead-lettered records have none (-1): the first written."""
     for result in results:
         offsets = np.asarray(result.offsets)
@@ -161,7 +161,7 @@ def _base_offset(results: list) -> int:  # type: ignore[type-arg]
     return -1
 
 
-def _record_errors(exc: BaseException) -> list:  # type: ignore[type-arg]
+def _record_errors(exc: BaseException) -> list[Any]:
     """Kafka's per-record errors (Produce v8+, KIP-467) of a refused typed-topic batch."""
     if not isinstance(exc, RecordsRefused):
         return []

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any
+from typing import Any, TypeAlias
 
 from kafka.protocol.admin import DeleteRecordsResponse, DescribeLogDirsResponse, DescribeProducersResponse
 
@@ -31,14 +31,14 @@ from lakelog.platform.errors import LakelogError
 from lakelog.platform.produce.producer_listing import ActiveProducer, partition_producers
 from lakelog.platform.storage import Storage
 
-DeletedTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
-DeletedPartition = DeletedTopic.DeleteRecordsPartitionResult
-LogDir = DescribeLogDirsResponse.DescribeLogDirsResult
-LogDirTopic = LogDir.DescribeLogDirsTopic
-LogDirPartition = LogDirTopic.DescribeLogDirsPartition
-ProducersTopic = DescribeProducersResponse.TopicResponse
-ProducersPartition = ProducersTopic.PartitionResponse
-ProducerState = ProducersPartition.ProducerState
+DeletedTopic: TypeAlias = DeleteRecordsResponse.DeleteRecordsTopicResult
+DeletedPartition: TypeAlias = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+LogDir: TypeAlias = DescribeLogDirsResponse.DescribeLogDirsResult
+LogDirTopic: TypeAlias = DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic
+LogDirPartition: TypeAlias = DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
+ProducersTopic: TypeAlias = DescribeProducersResponse.TopicResponse
+ProducersPartition: TypeAlias = DescribeProducersResponse.TopicResponse.PartitionResponse
+ProducerState: TypeAlias = DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState
 UNKNOWN_SIZE = -1
 NO_COORDINATOR_EPOCH, NO_TRANSACTION = -1, -1
 

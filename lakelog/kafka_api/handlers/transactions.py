@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable
+from typing import TypeAlias
 
 import numpy as np
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.producer.transaction import (
     AddOffsetsToTxnResponse,
@@ -24,6 +24,7 @@ from kafka.protocol.producer.transaction import (
     InitProducerIdResponse,
     TxnOffsetCommitResponse,
 )
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from lakelog.kafka_api import nodes
 from lakelog.kafka_api.batches import ProducedBatch
@@ -34,14 +35,15 @@ from lakelog.kafka_api.threads import blocking
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.records import Marker, ProducerBatch, Stamp, columns_to_table, stamp, validate_records
+from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnState
 
-TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
-OffsetTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-OffsetPartition = OffsetTopic.TxnOffsetCommitResponsePartition
-Described = DescribeTransactionsResponse.TransactionState
-Listed = ListTransactionsResponse.TransactionState
+TopicResult: TypeAlias = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult: TypeAlias = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
+OffsetTopic: TypeAlias = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+OffsetPartition: TypeAlias = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+Described: TypeAlias = DescribeTransactionsResponse.TransactionState
+Listed: TypeAlias = ListTransactionsResponse.TransactionState
 # The first version of each API whose clients know PRODUCER_FENCED (KIP-588); older ones get INVALID_PRODUCER_EPOCH.
 FENCED_FROM = {"InitProducerId": 4, "AddPartitionsToTxn": 2, "AddOffsetsToTxn": 2, "EndTxn": 2, "TxnOffsetCommit": 3}
 
@@ -58,7 +60,7 @@ def _code(exc: BaseException, api: str, version: int) -> int:
     return code
 
 
-def _coordinator(context: Context, transactional_id: str | None):  # type: ignore[no-untyped-def]
+def _coordinator(context: Context, transactional_id: str | None) -> TransactionCoordinator:
     if not transactional_id:
         raise KafkaProtocolError("a transactional call without a transactional id", CODES["INVALID_REQUEST"])
     if nodes.transaction_coordinator(context, transactional_id) != nodes.local(context):
@@ -92,7 +94,7 @@ async def add_partitions_to_txn(context: Context, call: Call) -> AddPartitionsTo
                 await blocking(context.services.broker.topic, name)
             except LakelogError as exc:
                 refused[name] = error_code(exc)
-    code = 0
+    code: int | None = 0
     if refused:  # Kafka adds none when any is refused: the others answer OPERATION_NOT_ATTEMPTED
         code = None
     else:
@@ -257,7 +259,7 @@ CONTROL_VALUE = struct.pack(">hi", 0, 0)  # version 0, coordinator epoch
 
 
 class _ControlBatchBuilder(DefaultRecordBatchBuilder):
-    def _get_attributes(self, include_compression_type=True):  # type: ignore[no-untyped-def]
+    def _get_attributes(self, include_compression_type: bool = True) -> int:
         return super()._get_attributes(include_compression_type) | self.CONTROL_MASK
 
 
