@@ -117,7 +117,7 @@ def test_log_end_offset_is_the_delta_set_transaction(broker: Broker) -> None:
     broker.produce("t", [Record(b"x", partition=1) for _ in range(7)])
     reopened = Broker(broker.settings)
     try:
-        dt = reopened.topic_log("t")._dt
+        dt = reopened.topic_log("t").snapshot.delta_table
         assert dt.transaction_version(partition_app_id(1)) == 7
         assert dt.transaction_version(partition_app_id(0)) is None
         assert reopened.list_offset("t", 1, "latest") == 7

@@ -15,7 +15,7 @@ def three_files_and_an_index_without_the_middle_one(broker: Broker) -> None:
         broker.produce("t", [Record(v) for v in batch])
     topic_log = broker.topic_log("t")
     first, _, last = topic_log.segments(0)
-    topic_log._index = SegmentIndex([first, last])  # as a bug could leave it
+    topic_log.snapshot._index = SegmentIndex([first, last])  # as a bug could leave it
 
 
 def values(table) -> list[bytes]:  # type: ignore[no-untyped-def]
@@ -35,6 +35,6 @@ def test_a_hole_that_stays_answers_nothing(tmp_path, monkeypatch) -> None:
     with Broker(root=str(tmp_path / "data"), tail_cache_bytes=0) as broker:
         three_files_and_an_index_without_the_middle_one(broker)
         topic_log = broker.topic_log("t")
-        monkeypatch.setattr(topic_log, "refresh", lambda full=False: False)
+        monkeypatch.setattr(topic_log.snapshot, "refresh", lambda full=False: False)
         assert values(topic_log.read(0, 2, 10)) == []  # not [b"d"]: no file indexed holds offset 2
         assert values(topic_log.read(0, 3, 10)) == [b"d"]

@@ -16,8 +16,9 @@ from deltalake import write_deltalake
 
 from lakelog.platform import Broker
 from lakelog.platform.errors import InvalidTimestamp, StorageWriteFailed
-from lakelog.platform.log import TopicLog
 from lakelog.platform.log import commit as commit_module
+from lakelog.platform.log.commit import Appender
+from lakelog.platform.log.snapshot import LogSnapshot
 from lakelog.platform.records import MAX_TIMESTAMP_MS, Record
 from log_check import assert_topic_intact, topic_offsets
 
@@ -61,15 +62,15 @@ def test_a_failure_after_the_commit_answers_every_caller_and_reuses_no_offset(
     """The post-commit step raises once, in a flush that holds several callers' records."""
     broker.create_topic("t", 2)
     failed = threading.Event()
-    real = TopicLog._own_commit
+    real = Appender._own_commit
 
-    def fail_once(self: TopicLog, *args: object) -> None:
+    def fail_once(self: Appender, *args: object) -> None:
         if not failed.is_set():
             failed.set()
             raise KeyError("bookkeeping broke after the commit")
         real(self, *args)
 
-    monkeypatch.setattr(TopicLog, "_own_commit", fail_once)
+    monkeypatch.setattr(Appender, "_own_commit", fail_once)
     first = [Record(f"a{i}".encode(), partition=i % 2) for i in range(4)]
     with ThreadPoolExecutor(4) as pool:  # four callers, one flush (linger) or a few: all answered
         answers = list(pool.map(lambda _: broker.produce("t", first), range(4)))
@@ -88,20 +89,20 @@ def test_a_failure_after_the_commit_in_the_index_too_still_reuses_no_offset(
     local_broker.create_topic("t", 1)
     local_broker.produce("t", [Record(b"a")])
     broken = {"on": True}
-    real_after, real_rebuild = TopicLog._own_commit, TopicLog._rebuild_index
+    real_after, real_rebuild = Appender._own_commit, LogSnapshot._rebuild_index
 
-    def after(self: TopicLog, *args: object) -> None:
+    def after(self: Appender, *args: object) -> None:
         if broken["on"]:
             raise ValueError("stats could not be parsed")
         real_after(self, *args)
 
-    def rebuild(self: TopicLog) -> None:
+    def rebuild(self: LogSnapshot) -> None:
         if broken["on"]:
             raise ValueError("index could not be rebuilt")
         real_rebuild(self)
 
-    monkeypatch.setattr(TopicLog, "_own_commit", after)
-    monkeypatch.setattr(TopicLog, "_rebuild_index", rebuild)
+    monkeypatch.setattr(Appender, "_own_commit", after)
+    monkeypatch.setattr(LogSnapshot, "_rebuild_index", rebuild)
     assert local_broker.produce("t", [Record(b"b")]).offsets.tolist() == [1]
     assert local_broker.produce("t", [Record(b"c")]).offsets.tolist() == [2]
     broken["on"] = False

@@ -10,13 +10,17 @@ and writes checkpoints, off the produce path. Two writers of one version
 conflict at the put; the loser refreshes and commits again, rewriting its
 records only when its offsets moved.
 
-`TopicLog` (topic_log.py: its state, the table's creation) is put together from one part per concept,
-each module's docstring saying which thread may call it and under which lock:
-`snapshot.py` (open, follow, refresh; the index rebuilt from the snapshot), `offsets.py` (log start and
-end offsets, app versions, the index's files), `commit.py` (the append path and its conflicts),
-`producers.py` (other writers' producers; a producer's history), `checkpoints.py` (checkpoints and log
-cleanup, on the maintenance thread), `maintenance.py` (the jobs' file changes), `read.py` (fetch waves,
-holes, byte limits), `time_index.py` (offsets by timestamp).
+`TopicLog` (topic_log.py: the table's creation, and the log put together) is built from collaborators that
+each own their state, made in its `__init__` with the collaborators they need, each class's docstring saying
+which thread may call it and under which lock:
+`LogSnapshot` (snapshot.py: the Delta snapshot opened, followed and refreshed, the index rebuilt from it, the
+log start and end offsets, app versions and the index's files), `OtherWriters` (producers.py: the producers
+other writers' commits wrote), `Checkpointer` (checkpoints.py: checkpoints and log cleanup, on the maintenance
+thread), `Sequencer` (sequencer.py: the put-if-absent of the next version, the commit counters), `Appender`
+(commit.py: the append path and its conflicts), `TableSchema` (table_schema.py: the typed column's schema),
+`Reservations` (reservations.py: transactions' reservations and fills), `Maintenance` (maintenance.py: the
+jobs' file changes), `LogReader` and `Footers` (read.py: fetch waves, holes, byte limits, a producer's
+history; the footer cache), `TimeIndex` (time_index.py: offsets by timestamp). None inherits from another.
 
 The tunables tests change are read where they are used: `CLEANUP_DELAY_S` in checkpoints.py,
 `SNAPSHOT_MAX_AGE_S` in snapshot.py, `FOREIGN_VERSIONS_MAX` in producers.py.

@@ -7,36 +7,39 @@ partition. Two writers of one version conflict at the put; the loser refreshes a
 rewriting its records only when its offsets moved.
 
 Threads: `append` from the appending thread (the topic writer's flush, writer.py, or an exactly-once
-produce, broker/node.py), one attempt at a time under the log lock `_lock`; everything else here runs with
-`_lock` held (`_apply_commit` also for a commit another writer made, followed by snapshot.py).
+produce, broker/node.py), one attempt at a time under the log lock; everything else here runs with the lock
+held (the commit applied to the snapshot, `LogSnapshot.apply_commit`, also for a commit another writer made,
+followed by snapshot.py).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
-from deltalake.transaction import AddAction, Transaction
+from deltalake.transaction import Transaction
 
-from lakelog.platform.delta.checkpoint import Append
+from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta.delta_log import COMMIT_ID, PRODUCER_IDS, commit_info, commit_uri, encode_commit
+from lakelog.platform.delta.delta_log import COMMIT_ID, PRODUCER_IDS, encode_commit
 from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed, UnknownTopicOrPartition
+from lakelog.platform.log.offsets import partition_app_id
+from lakelog.platform.log.producers import OtherWriters
+from lakelog.platform.log.read import Footers
+from lakelog.platform.log.sequencer import Sequencer
+from lakelog.platform.log.snapshot import COMMIT_SLICES, LogSnapshot
+from lakelog.platform.log.table_schema import TableSchema
 from lakelog.platform.segments.index import SegmentFile, slices_to_commit
-from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
-from lakelog.platform.log.offsets import PARTITION_APP_PREFIX, partition_app_id
-from lakelog.platform.segments.segment import Written, write_segments
-from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
+from lakelog.platform.segments.segment import TableLayout, Written, write_segments
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
 from lakelog.platform.typed.column import TYPED_COLUMN
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
-
-COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files an append adds (index.py)
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,27 @@ class Appended:
     version: int
 
 
-class Commits:
-    """Appends and their commits: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
+class Appender:
+    """Appends and their commits. It owns no state of the log: the offsets and the index are the snapshot's
+    (`LogSnapshot`), the commit counters the sequencer's, the producers other writers wrote `OtherWriters`'; it
+    takes the log lock `lock` (handed in by `TopicLog`) for each attempt, so that the bookkeeping after a commit
+    sees no other commit in between."""
+
+    def __init__(self, storage: Storage, uri: str, name: str, layout: TableLayout, leader_epoch: int | None,
+                 lock: threading.RLock, snapshot: LogSnapshot, sequencer: Sequencer, schema: TableSchema,
+                 other_writers: OtherWriters, footers: Footers, tail: TailCache) -> None:
+        self.storage = storage
+        self.uri = uri
+        self.name = name
+        self.layout = layout
+        self.leader_epoch = leader_epoch  # recorded with each commit, so replicas can tell stale leaders
+        self._lock = lock
+        self._snapshot = snapshot
+        self._sequencer = sequencer
+        self._schema = schema
+        self._other_writers = other_writers
+        self._footers = footers
+        self._tail = tail
 
     def append(self, records: pa.Table, partitions: np.ndarray, deadline: Deadline,
                app_transaction: tuple[str, int] | None = None,
@@ -76,28 +98,28 @@ class Commits:
         order = np.argsort(partitions, kind="stable")  # by partition, arrival order within each
         ordered = records.take(order)
         runs = partition_runs(partitions[order])
-        typed = self._typed_values(ordered)  # a typed topic's `value_typed` column (table_schema.py), or None
+        typed = self._schema.typed_values(ordered)  # a typed topic's `value_typed` column (table_schema.py), or None
         written: tuple[dict[int, int], Written] | None = None  # files already written, for these bases
         while True:
             with self._lock:  # one append at a time: the bookkeeping after a commit sees no other in between
                 failure = None
                 if typed is not None:  # the schema first holds the column's type (before the checks below: a
-                    kept, failure = self._typed_schema_holds(typed)  # schema change loads others' commits)
+                    kept, failure = self._schema.holds(typed)  # schema change loads others' commits)
                     if kept is None:
                         typed, written = None, None  # files written with the column are not committed
-                if app_transaction is not None and self.app_version(app_transaction[0]) >= app_transaction[1]:
+                if app_transaction is not None and self._snapshot.app_version(app_transaction[0]) >= app_transaction[1]:
                     return None
-                if self.abandoned:  # a new topic of the name may own the folder: not a byte is written to it
+                if self._sequencer.abandoned:  # a new topic of the name may own the folder: not a byte is written to it
                     raise UnknownTopicOrPartition(f"unknown topic {self.name!r}: it was deleted; nothing committed")
-                failure = failure or self._refresh_if_stale() or self._check_producers(producer_ids)
+                failure = failure or self._snapshot.refresh_if_stale() or self._other_writers.check(producer_ids)
                 if failure is None:  # else the log or other writers' commits could not be read: try again
                     for p, _, _ in runs:
-                        self._served(p)  # never offsets another writer's records already hold
-                    bases = {p: self.log_end_offset(p) for p, _, _ in runs}
+                        self._snapshot.served(p)  # never offsets another writer's records already hold
+                    bases = {p: self._snapshot.log_end_offset(p) for p, _, _ in runs}
                     if expect_bases is not None and bases != dict(expect_bases):
                         raise OffsetsMoved(f"{self.name}: records for offsets from {dict(expect_bases)} found "
                                            f"the log ending at {bases}; not committed")
-                    version = self._version + 1
+                    version = self._snapshot.version + 1
                     table, offsets = assign_offsets(ordered, runs, bases)
                     txns = [Transaction(partition_app_id(p), bases[p] + (end - start)) for p, start, end in runs]
                     if app_transaction is not None:
@@ -106,13 +128,13 @@ class Commits:
                     try:
                         if written is None or written[0] != bases:
                             written = (bases, self._write_segments(_with_typed(table, typed), runs))
-                        landed = self.storage.put_if_absent(
-                            commit_uri(self.uri, version),
+                        landed = self._sequencer.put(
+                            version,
                             encode_commit(written[1].adds, txns,
                                           self._commit_metadata(commit_id, producer_ids, written[1].segments),
                                           self.layout.partition_by))
                     except STORAGE_ERRORS as exc:
-                        committed = self._committed_version(version - 1, commit_id)
+                        committed = self._sequencer.committed_version(version - 1, commit_id)
                         if committed is not None:
                             return self._landed(table, runs, bases, offsets, order, txns, committed, None)
                         if not is_retriable(exc):
@@ -125,21 +147,19 @@ class Commits:
                             return self._landed(table, runs, bases, offsets, order, txns, version, written[1])
                         # Files written for offsets that lose are left unreferenced: the vacuum job deletes
                         # unreferenced files once they are older than any write in flight.
-                        self.conflicts += 1
+                        self._sequencer.conflicted()
                         log.debug("commit conflict on %s at version %d", self.name, version)
                         failure = "its commits kept conflicting with other writers'"
-            self._refresh_or_wait(deadline, failure)
+            self._snapshot.refresh_or_wait(deadline, failure)
 
     def _write_segments(self, table: pa.Table, runs: list[tuple[int, int, int]]) -> Written:
         try:
             written = write_segments(self.storage, self.uri, table, runs, self.layout)
         except pa.ArrowException as exc:  # data that cannot be stored never will be: not retried
             raise StorageWriteFailed(f"the records of {self.name!r} could not be written: {exc}") from None
-        for segment in written.segments:
-            if segment.shared:
-                self._slices.setdefault(segment.path, []).append(segment)
+        self._snapshot.note_written(written.segments)
         if written.footer is not None:
-            self._remember_metadata(written.adds[0].path, written.footer)
+            self._footers.remember(written.adds[0].path, written.footer)
         return written
 
     def _landed(self, table: pa.Table, runs: list[tuple[int, int, int]], bases: dict[int, int],
@@ -151,66 +171,32 @@ class Commits:
         Nothing from here on may fail the append or leave this node's log end offsets behind the
         log: a failure in the bookkeeping re-derives them from the log. Called with the lock held.
         """
-        self.commits += 1
+        self._sequencer.landed()
         try:
             if written is None:
-                for p, _, _ in runs:
-                    self._leo.pop(p, None)
+                self._snapshot.forget_log_ends([p for p, _, _ in runs])
             else:
                 self._own_commit(version, written, txns)
         except Exception:
             log.exception("bookkeeping after commit to %s failed; offsets re-read from the log", self.name)
-            self._resync()
+            self._snapshot.resync()
         try:
             files = table.drop_columns(["partition"])
             per_row = files.nbytes / max(files.num_rows, 1)  # measured once: each small slice costs as much
             for p, start, end in runs:
-                self.tail.put(p, files.slice(start, end - start), bases[p], int(per_row * (end - start)))
+                self._tail.put(p, files.slice(start, end - start), bases[p], int(per_row * (end - start)))
         except Exception:
             log.exception("tail cache of %s not updated; fetches read the files", self.name)
             for p, _, _ in runs:
-                self.tail.drop_partition(p)
+                self._tail.drop_partition(p)
         in_given_order = np.empty_like(offsets)
         in_given_order[order] = offsets
         return Appended(in_given_order, version)
 
     def _own_commit(self, version: int, written: Written, txns: list[Transaction]) -> None:
         """What our commit changed, known without reading it back: files, log end offsets, app versions."""
-        self._apply_commit(version, written.segments, written.adds, txns)
-        self._synced_at = time.monotonic()  # the put proved `version` was free: the log's latest
-        if version % CHECKPOINT_INTERVAL == 0:
-            self._request_checkpoint(version)
-
-    def _apply_commit(self, version: int, segments: list[SegmentFile], adds: list[AddAction],
-                      txns: list[Transaction]) -> None:
-        """An append at `version` (ours, or another writer's being followed): the snapshot (`_dt`) stays
-        behind, so every log end offset and app version it changed is kept here until the next load, and
-        the next checkpoint is written from it."""
-        self._checkpoint_state.record(Append(version, adds, txns))
-        shared: dict[str, list[SegmentFile]] = {}
-        for segment in segments:
-            self._index.add(segment)
-            if segment.shared:
-                shared.setdefault(segment.path, []).append(segment)
-        self._slices.update(shared)  # again: a refresh between the write and the commit may have dropped them
-        for txn in txns:
-            if txn.app_id.startswith(PARTITION_APP_PREFIX):
-                self._leo[int(txn.app_id.removeprefix(PARTITION_APP_PREFIX))] = txn.version
-            else:
-                self._apps[txn.app_id] = txn.version
-        self._version = version
-
-    def _committed_version(self, read_version: int, commit_id: str) -> int | None:
-        """After an ambiguous failure: the version our commit landed at, if it did (None otherwise)."""
-        try:
-            self.refresh(full=True)  # the log end offsets of a commit found are re-read from the snapshot
-            for version in range(read_version + 1, self._version + 1):
-                info = commit_info(self.storage.read_bytes(commit_uri(self.uri, version)))
-                if info.get(COMMIT_ID) == commit_id:
-                    return version
-        except STORAGE_ERRORS:
-            pass
-        return None
+        self._snapshot.apply_commit(version, written.segments, written.adds, txns, ours=True)
+        self._sequencer.checkpoint_if_due(version)
 
     def _commit_metadata(self, commit_id: str, producer_ids: frozenset[int], segments: list[SegmentFile]) -> dict:
         # The producer ids let another writer of the topic tell, from the commit alone, whose state it changed;

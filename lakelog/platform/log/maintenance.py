@@ -3,32 +3,45 @@ appended from outside) committed to the log as Delta's own OPTIMIZE and DELETE (
 checks on the files they remove.
 
 Threads: `commit_file_changes` from the job's thread (a Spark driver, `lakelog jobs`, the scheduler), one
-attempt at a time under the log lock `_lock`; `_check_whole_files` with `_lock` held; `_file_size` also
-from fetches reading files (read.py), without it.
+attempt at a time under the log lock; `_check_whole_files` with the lock held; the files' sizes
+(`LogSnapshot.file_size`) also from fetches reading files (read.py), without it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 
 from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta.delta_log import COMMIT_ID, commit_uri
+from lakelog.platform.delta.delta_log import COMMIT_ID
 from lakelog.platform.errors import DataChangedOutside, InvalidRequest, StorageUnavailable
 from lakelog.platform.delta.file_changes import MAINTENANCE_JOB, encode_file_changes, removed_files
 from lakelog.platform.segments.index import SegmentFile
-from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.platform.delta.outside_commits import REPAIRED
 from lakelog.platform.delta.outside_repair import REPAIR_JOB, RepairedPartition, plan_repair
+from lakelog.platform.log.sequencer import Sequencer
+from lakelog.platform.log.snapshot import LogSnapshot
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 
 
 class Maintenance:
-    """The maintenance jobs' commits: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
+    """The maintenance jobs' commits. It owns no state: the files it checks are the snapshot's, read under the
+    log lock `lock` (handed in by `TopicLog`) with the commit that removes them; the commit goes through the
+    sequencer."""
+
+    def __init__(self, name: str, layout: TableLayout, lock: threading.RLock, snapshot: LogSnapshot,
+                 sequencer: Sequencer) -> None:
+        self.name = name
+        self.layout = layout
+        self._lock = lock
+        self._snapshot = snapshot
+        self._sequencer = sequencer
 
     def commit_file_changes(self, adds: list[AddAction], removes: list[SegmentFile], data_change: bool,
                             job: str = "", info: dict | None = None) -> bool:
@@ -40,28 +53,27 @@ class Maintenance:
         metadata = {COMMIT_ID: uuid.uuid4().hex, **({MAINTENANCE_JOB: job} if job else {}), **(info or {})}
         for _ in range(DELTA_COMMIT_RETRIES):
             with self._lock:
-                self.refresh(full=True)  # the snapshot past our own commits, and the files others removed
-                present = {f.path for p in {s.partition for s in removes} for f in self._index.partition(p).files}
+                self._snapshot.refresh(full=True)  # the snapshot past our own commits, and the files others removed
+                present = {f.path for p in {s.partition for s in removes} for f in self._snapshot.segments(p)}
                 if any(s.path not in present for s in removes):
                     log.info("maintenance commit on %s: files to remove are gone (another job)", self.name)
                     return False
                 self._check_whole_files(removes)
-                version = self._version + 1
-                removed = removed_files(removes, self._file_size, self.layout.partition_values)
+                version = self._snapshot.version + 1
+                removed = removed_files(removes, self._snapshot.file_size, self.layout.partition_values)
                 commit = encode_file_changes(adds, removed, data_change, version - 1, now_ms(), metadata)
                 try:
-                    landed = self.storage.put_if_absent(commit_uri(self.uri, version), commit)
+                    landed = self._sequencer.put(version, commit)
                 except STORAGE_ERRORS:
-                    if self._committed_version(version - 1, metadata[COMMIT_ID]) is None:
+                    if self._sequencer.committed_version(version - 1, metadata[COMMIT_ID]) is None:
                         raise
                     landed = True
                 if landed:
-                    self.commits += 1
-                    self.refresh(full=True)
-                    if version % CHECKPOINT_INTERVAL == 0:  # as delta-rs's post-commit hook did for these commits
-                        self._request_checkpoint(version)
+                    self._sequencer.landed()
+                    self._snapshot.refresh(full=True)
+                    self._sequencer.checkpoint_if_due(version)  # as delta-rs's post-commit hook did for these commits
                     return True
-                self.conflicts += 1
+                self._sequencer.conflicted()
         log.info("maintenance commit on %s kept losing its version to other commits", self.name)
         return False
 
@@ -72,10 +84,11 @@ class Maintenance:
         cannot undo."""
         for _ in range(DELTA_COMMIT_RETRIES):
             with self._lock:
-                self.refresh(full=True)
-                partitions = sorted(self._index.partitions)
-                plan = plan_repair({p: list(self._index.partition(p).files) for p in partitions},
-                                   {p: self.log_end_offset(p) for p in partitions})
+                self._snapshot.refresh(full=True)
+                files = self._snapshot.all_segments()
+                partitions = sorted(files)
+                plan = plan_repair({p: files[p] for p in partitions},
+                                   {p: self._snapshot.log_end_offset(p) for p in partitions})
             if plan.refused:
                 first = min(plan.refused)
                 reasons = "; ".join(f"partition {p}: {why}" for p, why in sorted(plan.refused.items()))
@@ -99,13 +112,7 @@ class Maintenance:
         """Removing a file holding several partitions drops all of them: every slice must be rewritten."""
         covered = {(s.path, s.partition) for s in removes}
         for path in {s.path for s in removes if s.shared}:
-            left = [x.partition for x in self._slices.get(path, ()) if (path, x.partition) not in covered]
+            left = [x.partition for x in self._snapshot.slices_of(path) if (path, x.partition) not in covered]
             if left:
                 raise InvalidRequest(f"removing {path} from {self.name!r} would drop the records of partitions "
                                      f"{left}: a file holding several partitions goes only with all its slices")
-
-    def _file_size(self, segment: SegmentFile) -> int:
-        """The whole file's size (a shared file's slices each count their own row groups)."""
-        if not segment.shared:
-            return segment.size_bytes
-        return sum(s.size_bytes for s in self._slices.get(segment.path, [segment]))

@@ -12,17 +12,18 @@ offsets match Kafka's (high watermark, lag) while Delta readers see only records
 `lakelog.open.<p>` is the first offset of the oldest unfilled reservation + 1 (0: none): the partition's
 last stable offset, kept in the snapshot so a restarted node knows it without a scan.
 
-Threads: the producing and the completing threads; each attempt under the log lock `_lock`, like appends
-(commit.py), with which they share the put-if-absent sequencing and the conflict retry.
+Threads: the producing and the completing threads; each attempt under the log lock, like appends
+(commit.py), with which they share the put-if-absent sequencing (sequencer.py) and the conflict retry.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import threading
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ContextManager
 
 import numpy as np
 import pyarrow as pa
@@ -31,11 +32,12 @@ from deltalake.transaction import AddAction, Transaction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.deadline import Deadline
-from lakelog.platform.delta.delta_log import COMMIT_ID, commit_uri, encode_commit
+from lakelog.platform.delta.delta_log import COMMIT_ID, encode_commit
 from lakelog.platform.errors import StorageWriteFailed
-from lakelog.platform.segments.file_stats import iso_ms, segment_of
-from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID, open_app_id, partition_app_id
+from lakelog.platform.log.sequencer import Sequencer
+from lakelog.platform.log.snapshot import LogSnapshot
+from lakelog.platform.segments.file_stats import iso_ms, segment_of
 from lakelog.platform.records import Marker
 from lakelog.platform.segments.segment import (
     INTAKE_FILE_SCHEMA,
@@ -45,7 +47,7 @@ from lakelog.platform.segments.segment import (
     data_file_name,
     write_segments,
 )
-from lakelog.platform.storage import STORAGE_ERRORS, is_retriable
+from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
 
 
 MARKER_PREFIX = "txn-marker-"  # + "commit-" or "abort-": a transaction marker's placeholder file
@@ -88,21 +90,34 @@ class StagedBatch:
 
 
 class Reservations:
-    """Reservations and fills: a part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state."""
+    """Reservations and fills. Its one state is `journal_exclusive`: with the node journal on (set by
+    journal/node.py), which assigns this topic's offsets from memory, a reservation takes offsets inside it (its
+    acknowledged entries committed first, no flush meanwhile). The offsets and files are the snapshot's, read
+    and committed under the log lock `lock` (handed in by `TopicLog`)."""
+
+    def __init__(self, storage: Storage, uri: str, name: str, layout: TableLayout, lock: threading.RLock,
+                 snapshot: LogSnapshot, sequencer: Sequencer) -> None:
+        self.storage = storage
+        self.uri = uri
+        self.name = name
+        self.layout = layout
+        self._lock = lock
+        self._snapshot = snapshot
+        self._sequencer = sequencer
+        self.journal_exclusive: Callable[[], ContextManager[None]] = nullcontext
 
     def last_stable_offset(self, partition: int) -> int:
         """The first offset of the oldest open transaction's records, else the log end offset."""
         with self._lock:
-            first_open = self.app_version(open_app_id(partition))
-            end = self.log_end_offset(partition)
+            first_open = self._snapshot.app_version(open_app_id(partition))
+            end = self._snapshot.log_end_offset(partition)
         return min(first_open - 1, end) if first_open > 0 else end
 
     def marker_at(self, partition: int, offset: int) -> Marker | None:
         """The transaction marker at `offset`; for an aborted range's placeholder (or a table written before
         markers took offsets), an abort marker of its producer. None when no empty file covers it."""
-        with self._lock:
-            files = self._index.partition(partition).files_from(offset)
-            segment = next((f for f in files if f.min_offset <= offset), None)
+        files = self._snapshot.files_from(partition, offset)
+        segment = next((f for f in files if f.min_offset <= offset), None)
         if segment is None or segment.num_records or segment.min_producer_id is None:
             return None
         return Marker(offset, int(segment.min_producer_id), marker_kind(segment.path) is True)
@@ -119,16 +134,16 @@ class Reservations:
         key = reservation_app_id(producer_id, number, partition, sequence)
 
         def plan() -> tuple[list[Transaction], int] | int:
-            reserved = self.app_version(key)
+            reserved = self._snapshot.app_version(key)
             if reserved > 0:
                 return reserved - 1
-            if self.app_version(txn_end_app_id(producer_id, partition)) >= number:
+            if self._snapshot.app_version(txn_end_app_id(producer_id, partition)) >= number:
                 raise TransactionEnded(f"transaction {number} of producer {producer_id} already ended in "
                                        f"{self.name}-{partition}")
-            first = self.log_end_offset(partition)
+            first = self._snapshot.log_end_offset(partition)
             txns = [Transaction(partition_app_id(partition), first + count), Transaction(key, first + 1),
                     Transaction(TRANSACTIONAL_APP_ID, 1)]
-            if self.app_version(open_app_id(partition)) <= 0:
+            if self._snapshot.app_version(open_app_id(partition)) <= 0:
                 txns.append(Transaction(open_app_id(partition), first + 1))
             return txns, first
 
@@ -156,18 +171,19 @@ class Reservations:
 
         def plan() -> tuple[list[Transaction], None] | bool:
             nonlocal written, marked
-            if self.app_version(txn_end_app_id(producer_id, partition)) >= number:
+            if self._snapshot.app_version(txn_end_app_id(producer_id, partition)) >= number:
                 return False
             ranges = []
             for batch in (batches() if callable(batches) else batches):
-                first = self.app_version(reservation_app_id(producer_id, number, partition, batch.sequence)) - 1
+                key = reservation_app_id(producer_id, number, partition, batch.sequence)
+                first = self._snapshot.app_version(key) - 1
                 if first >= 0 and batch.count > 0:
                     ranges.append((first, batch))
             covered = sorted((first, first + batch.count - 1) for first, batch in ranges)
             if written is None or written[0] != covered:
                 written = (covered, [self._fill_file(partition, record_producer_id, first, batch)
                                      for first, batch in sorted(ranges, key=lambda r: r[0])])
-            marker = self.log_end_offset(partition)
+            marker = self._snapshot.log_end_offset(partition)
             if marked is None or marked[0] != marker:
                 marked = (marker, self._placeholder(partition, record_producer_id, marker, marker,
                                                     marker_file_name(commit)))
@@ -189,7 +205,7 @@ class Reservations:
         when nothing is to be committed."""
         while True:
             with self._lock:
-                failure = self._refresh_if_stale()
+                failure = self._snapshot.refresh_if_stale()
                 if failure is None:
                     planned = plan()
                     if not isinstance(planned, tuple):
@@ -198,38 +214,35 @@ class Reservations:
                     written = files() if callable(files) else files
                     adds = [a for w in written for a in w.adds]
                     segments = [s for w in written for s in w.segments]
-                    version = self._version + 1
+                    version = self._snapshot.version + 1
                     metadata = {COMMIT_ID: uuid.uuid4().hex, "lakelog.transaction": True}
                     try:
-                        landed = self.storage.put_if_absent(
-                            commit_uri(self.uri, version),
-                            encode_commit(adds, txns, metadata, self.layout.partition_by))
+                        landed = self._sequencer.put(version, encode_commit(adds, txns, metadata,
+                                                                            self.layout.partition_by))
                     except STORAGE_ERRORS as exc:
-                        if self._committed_version(version - 1, metadata[COMMIT_ID]) is not None:
+                        if self._sequencer.committed_version(version - 1, metadata[COMMIT_ID]) is not None:
                             return result  # it landed; the refresh took its SetTransactions in
                         if not is_retriable(exc):
                             raise StorageWriteFailed(f"storage refused the commit to {self.name!r}: {exc}") from None
                         failure = f"storage unavailable: {exc}"
                     else:
                         if landed:
-                            self.commits += 1
-                            self._apply_commit(version, segments, adds, txns)
-                            self._synced_at = time.monotonic()
-                            if version % CHECKPOINT_INTERVAL == 0:
-                                self._request_checkpoint(version)
+                            self._sequencer.landed()
+                            self._snapshot.apply_commit(version, segments, adds, txns, ours=True)
+                            self._sequencer.checkpoint_if_due(version)
                             return result
-                        self.conflicts += 1
+                        self._sequencer.conflicted()
                         failure = "its commits kept conflicting with other writers'"
-            self._refresh_or_wait(deadline, failure)
+            self._snapshot.refresh_or_wait(deadline, failure)
 
     def _next_open(self, partition: int, filling: list[tuple[int, int]]) -> int:
         """The first offset no file (nor a range being filled) covers, from the oldest open reservation:
         the next open transaction's first offset; -1 when every reserved offset is covered."""
-        first_open = self.app_version(open_app_id(partition)) - 1
-        end = self.log_end_offset(partition)
+        first_open = self._snapshot.app_version(open_app_id(partition)) - 1
+        end = self._snapshot.log_end_offset(partition)
         if first_open < 0:
             return -1
-        files = self._index.partition(partition).files_from(first_open)
+        files = self._snapshot.files_from(partition, first_open)
         ranges = sorted([*((f.min_offset, f.max_offset) for f in files), *filling])
         covered = first_open
         for low, high in ranges:

@@ -5,46 +5,58 @@ The metadata commit is lakelog's own (`lakelog.commitId`), put only if its versi
 through delta-rs like any commit that is not an append (the checkpoint after it is delta-rs's). Every other
 part of the metadata (id, partitioning, configuration, the other columns' schema text) is kept as it is.
 
-Threads: `_typed_schema_holds` from the appending thread with the log lock `_lock` held; `typed_type` from
-any thread.
+Threads: `holds` from the appending thread with the log lock held; `typed_type` from any thread.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
 from deltalake import Schema
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta.delta_log import COMMIT_ID, ENGINE, commit_uri
-from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
+from lakelog.platform.delta.delta_log import COMMIT_ID, ENGINE
+from lakelog.platform.log.sequencer import Sequencer
 from lakelog.platform.schema_registry.arrow_types import TypeConflict, merged
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
 from lakelog.platform.typed.column import TYPED_COLUMN, TypedColumn
+
+if TYPE_CHECKING:
+    from lakelog.platform.log.snapshot import LogSnapshot
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs
 
 
 class TableSchema:
-    """A part of `TopicLog`, whose `__init__` (topic_log.py) sets up the state it uses."""
+    """The typed column's schema: `typed_column`, set by the topic's owner (open_topic.py) before its first
+    append (None: never typed), and the column's type in the table's schema as last read, by snapshot version
+    (`_typed_type_at`), read and replaced under the log lock `lock` (handed in by `TopicLog`)."""
 
-    typed_column: TypedColumn | None = None  # set by the topic's owner (open_topic.py); None: never typed
-    _typed_type_at: tuple[int, pa.StructType | None] = (-2, None)  # (snapshot version, the column's type)
+    def __init__(self, name: str, lock: threading.RLock, snapshot: LogSnapshot, sequencer: Sequencer) -> None:
+        self.name = name
+        self._lock = lock
+        self._snapshot = snapshot
+        self._sequencer = sequencer
+        self.typed_column: TypedColumn | None = None  # set by the topic's owner (open_topic.py); None: never typed
+        self._typed_type_at: tuple[int, pa.StructType | None] = (-2, None)  # (snapshot version, the column's type)
 
     def typed_type(self) -> pa.StructType | None:
         """The `value_typed` column's type in the table's schema (None: no such column yet)."""
         with self._lock:
-            version = self._dt.version()
+            table = self._snapshot.delta_table
+            version = table.version()
             if self._typed_type_at[0] != version:
-                schema = pa.schema(self._dt.schema().to_arrow())
+                schema = pa.schema(table.schema().to_arrow())
                 found = schema.get_field_index(TYPED_COLUMN)
                 self._typed_type_at = (version, schema.field(found).type if found >= 0 else None)
             return self._typed_type_at[1]
 
-    def _typed_values(self, records: pa.Table) -> pa.StructArray | None:
+    def typed_values(self, records: pa.Table) -> pa.StructArray | None:
         """The flush's typed column (records in the order given), or None. Outside the lock: decoding takes
         time, and whatever fails in it costs the records nothing."""
         if self.typed_column is None:
@@ -55,8 +67,8 @@ class TableSchema:
             log.exception("typed column of %s not decoded: this flush's records are written without it", self.name)
             return None
 
-    def _typed_schema_holds(self, typed: pa.StructArray | None) -> tuple[pa.StructArray | None, str | None]:
-        """Before an attempt, `_lock` held: the table's schema made to hold the typed column's type. Answers the
+    def holds(self, typed: pa.StructArray | None) -> tuple[pa.StructArray | None, str | None]:
+        """Before an attempt, the lock held: the table's schema made to hold the typed column's type. Answers the
         column to write (None when another writer gave the table a type it conflicts with) and the failure
         to retry after (None: done)."""
         if typed is None:
@@ -70,20 +82,19 @@ class TableSchema:
                 return None, None
             if wanted == current:
                 return typed, None
-            version = self._version + 1
-            commit = encode_schema_change(self._dt, wanted, uuid.uuid4().hex)
+            version = self._snapshot.version + 1
+            commit = encode_schema_change(self._snapshot.delta_table, wanted, uuid.uuid4().hex)
             try:
-                landed = self.storage.put_if_absent(commit_uri(self.uri, version), commit)
+                landed = self._sequencer.put(version, commit)
             except STORAGE_ERRORS as exc:
                 log.warning("storage error evolving the schema of %s: %s", self.name, exc)
-                self.refresh(full=True)
+                self._snapshot.refresh(full=True)
                 return typed, f"storage unavailable: {exc}"
-            self.refresh(full=True)  # ours or another writer's: either way, read the schema it left
+            self._snapshot.refresh(full=True)  # ours or another writer's: either way, read the schema it left
             if landed:
                 log.info("schema of %s evolved at version %d: %s is %s", self.name, version, TYPED_COLUMN, wanted)
-                self.commits += 1
-                if version % CHECKPOINT_INTERVAL == 0:
-                    self._request_checkpoint(version)
+                self._sequencer.landed()
+                self._sequencer.checkpoint_if_due(version)
         return typed, "its schema change kept conflicting with other writers' commits"
 
 
