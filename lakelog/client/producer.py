@@ -23,7 +23,7 @@ from lakelog.client.sequences import Sequences
 
 log = logging.getLogger(__name__)
 
-DeliveryCallback = Callable[[KafkaError | None, Message], None]
+DeliveryCallback = Callable[[KafkaError | None, Message | None], None]  # None: a table produce
 
 DEFAULTS: dict[str, Any] = {
     "linger.ms": 5,
@@ -74,7 +74,8 @@ class Producer:
         self._outstanding = 0  # queued or in flight, not yet reported
         self._flushing = 0
         self._closed = False
-        self._reports: queue.SimpleQueue[tuple[DeliveryCallback, KafkaError | None, Message]] = queue.SimpleQueue()
+        self._reports: queue.SimpleQueue[tuple[DeliveryCallback, KafkaError | None, Message | None]] = (
+            queue.SimpleQueue())
         self._sender = threading.Thread(target=self._run, name="lakelog-producer", daemon=True)
         self._sender.start()
 
@@ -180,7 +181,7 @@ class Producer:
         self._session.close()
         return left
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -295,7 +296,7 @@ class Producer:
         else:
             future.set_exception(KafkaException(error))
         if callback is not None:
-            self._reports.put((callback, error, message))  # type: ignore[arg-type]
+            self._reports.put((callback, error, message))
 
 
 def text_header(key: str, value: bytes | None) -> str | None:

@@ -167,7 +167,9 @@ class Fetcher:
     def _replica(self, opened: OpenTopic, site: str) -> TopicLog:
         replica = opened.site_logs.get(site)
         if replica is None:
-            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)  # type: ignore
+            if self.replicas is None:
+                raise ValueError(f"topic {opened.meta.name!r} has no replica sites")  # only replicated topics get here
+            replica = opened.site_logs[site] = TopicLog(self.replicas.sites[site], opened.meta.name)
         replica.maybe_refresh(self.interval_s)
         return replica
 

@@ -75,7 +75,8 @@ def encode_results(results: Sequence[ProduceResult | core.LakelogError]) -> byte
     """Per call its error; or 0, a success whose records went where the call sent them; or a duplicate's
     answer (the partitions of the first attempt) or one with a table version; the successes' offsets and
     timestamps once for all calls, small: offsets as the step from the previous offset of the same
-    partition (a forwarded batch's records mostly land one after another, so the steps are runs of 1), timestamps as runs of equal values. The sender knows the partitions."""
+    partition (a forwarded batch's records mostly land one after another, so the steps are runs of 1),
+    timestamps as runs of equal values. The sender knows the partitions."""
     answers: list = []
     done = [r for r in results if not isinstance(r, core.LakelogError)]
     for result in results:

@@ -48,8 +48,10 @@ class ResetSpec:
         """The HTTP form: `earliest`, `latest` or a timestamp in ms."""
         if isinstance(spec, int) and not isinstance(spec, bool):
             return cls("timestamp", spec)
-        if spec in ("earliest", "latest"):
-            return cls(spec)  # type: ignore[arg-type]
+        if spec == "earliest":
+            return cls("earliest")
+        if spec == "latest":
+            return cls("latest")
         raise InvalidRequest(f"reset to earliest, latest or a timestamp (ms), got {spec!r}")
 
 
@@ -161,8 +163,8 @@ def lag_rows(offsets: dict[TopicPartition, CommittedOffset], log_ends: dict[Topi
     for tp in sorted(set(offsets) | set(owners)):
         current = offsets[tp].offset if tp in offsets else None
         end = log_ends.get(tp)
-        known = end is not None and current is not None and current >= 0  # below 0: a client's marker (-1, -2)
-        lag = max(end - current, 0) if known else None  # type: ignore[operator]
+        # below 0: a client's marker (-1, -2)
+        lag = max(end - current, 0) if end is not None and current is not None and current >= 0 else None
         rows.append(PartitionLag(tp[0], tp[1], current, end, lag, owners.get(tp)))
     return rows
 

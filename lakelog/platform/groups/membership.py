@@ -115,8 +115,8 @@ class Group:
 
     @property
     def state(self) -> str:
-        if self.kafka_members:
-            return self.classic.state  # type: ignore[union-attr]
+        if self.classic is not None and not self.classic.empty:  # kafka_members
+            return self.classic.state
         if not self.members:
             return "Empty"
         if self.assign_at is not None or self.handoff:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Key = TypeVar("Key")  # what a subject's values are per: a partition (topics), a (topic, partition) (groups)
+# What a subject's values are per: a partition (topics), a (topic, partition) (groups).
+Key = TypeVar("Key", int, tuple[str, int])
 END, SIZE = 0, 1  # a topic sample's measures
 LAG = 0  # a group sample's measure
 
@@ -57,7 +58,7 @@ class History(Generic[Key]):
 
     def add(self, at_ms: int, subject: str, values: Mapping[Key, Sequence[int]]) -> None:
         """`values`: key -> one int per measure."""
-        keys: tuple[Key, ...] = tuple(sorted(values))  # type: ignore[type-var]
+        keys: tuple[Key, ...] = tuple(sorted(values))
         columns = tuple(array("q", [values[k][m] for k in keys]) for m in range(self.measures))
         with self._lock:
             ring = self._rings.setdefault(subject, deque(maxlen=self.capacity))
@@ -109,7 +110,7 @@ def column(samples: Sequence[Sample[Key]], measure: int) -> dict[Key, list[int |
         values = sample.columns[measure]
         for key, j in index.items():
             lines[key][i] = values[j]
-    return {key: lines[key] for key in sorted(lines)}  # type: ignore[type-var]
+    return {key: lines[key] for key in sorted(lines)}
 
 
 RATE_DECIMALS = 3  # records/s to the thousandth: the ticks' jitter of a millisecond or two is noise past it

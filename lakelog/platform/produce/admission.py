@@ -163,13 +163,15 @@ class ProducerAdmission:
 def _follow(retry: PendingProduce, original: PendingProduce) -> None:
     """Answer an idempotent retry queued in the same flush as its original with the original's answer,
     once it has one: the batch is written once, and neither caller sees DUPLICATE_SEQUENCE_NUMBER."""
-    if retry.producer.keyed and retry.producer.content_digest != original.producer.content_digest:  # type: ignore[union-attr]
+    assert retry.producer is not None and original.producer is not None  # idempotent calls, both
+    if retry.producer.keyed and retry.producer.content_digest != original.producer.content_digest:
         fail(retry.future, key_reused())
         return
 
     def copy(done: Future) -> None:
-        if done.exception() is not None:
-            fail(retry.future, done.exception())  # type: ignore[arg-type]
+        error = done.exception()
+        if error is not None:
+            fail(retry.future, error)
         else:
             succeed(retry.future, replace(done.result(), duplicate=True))
 
@@ -210,8 +212,8 @@ def _as_tables(calls: list[PendingProduce]) -> None:
     whole = columns_to_table([call.records for call in columnar]) if columnar else None
     start = 0
     for call in calls:
-        if isinstance(call.records, RecordColumns):
-            call.table = whole.slice(start, len(call.records))  # type: ignore[union-attr]
+        if isinstance(call.records, RecordColumns) and whole is not None:
+            call.table = whole.slice(start, len(call.records))
             start += len(call.records)
         else:
             call.table = call.records

@@ -109,10 +109,10 @@ def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], Valu
 def _decoded(value: bytes | None, decoders: Callable[[int], ValueDecoder | None]) -> Any:
     schema_id = schema_id_of(value)
     decoder = None if schema_id is None else decoders(schema_id)
-    if decoder is None:
+    if decoder is None or value is None:
         return None
     try:
-        return decoder.decode(value[HEADER_BYTES:])  # type: ignore[index]
+        return decoder.decode(value[HEADER_BYTES:])
     except Exception:  # bytes from any producer: whatever a decoder raises on them, the view is null
         return None
 

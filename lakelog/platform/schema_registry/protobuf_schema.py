@@ -63,9 +63,9 @@ class ProtoSchema:
             raise LookupError("no message index")
         messages = list(self.file.message_types_by_name.values())
         found: Descriptor | None = None
-        for depth, index in enumerate(indexes):
+        for index in indexes:
             if not 0 <= index < len(messages):
-                where = "the file" if depth == 0 else f"message {found.full_name}"  # type: ignore[union-attr]
+                where = "the file" if found is None else f"message {found.full_name}"
                 raise LookupError(f"message index {list(indexes)}: {where} has {len(messages)} message(s)")
             found = messages[index]
             messages = list(found.nested_types)

@@ -22,7 +22,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.cluster.ownership import owner, transaction_key
@@ -32,7 +32,7 @@ KEPT_TAKEOVERS = 64  # takeovers remembered to tell whether a state read before 
 
 # The other live nodes' published views (node id -> the node ids of the view it acted on; None: not known,
 # which claims every id).
-Published = Callable[[], dict[str, "Sequence[str] | None"]]
+Published = Callable[[], Mapping[str, "Sequence[str] | None"]]
 
 
 @dataclass

@@ -26,7 +26,7 @@ import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence, TypeAlias
+from typing import Any, Sequence, TypeAlias, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DLQ_REASON, DLQ_TOPIC, DLQ_PARTITION = "__lakelog.dlq.reason", "__lakelog.dlq.topic", "__lakelog.dlq.partition"
 Records: TypeAlias = "RecordColumns | pa.Table"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -180,9 +181,9 @@ def _subset(records: Records, rows: Sequence[int]) -> Records:
     if isinstance(records, pa.Table):
         return records.take(pa.array(rows, pa.int64()))
 
-    def pick(column: list | None) -> list | None:
+    def pick(column: list[T] | None) -> list[T] | None:
         return None if column is None else [column[i] for i in rows]
-    return RecordColumns(pick(records.keys), pick(records.values), pick(records.headers),  # type: ignore[arg-type]
+    return RecordColumns([records.keys[i] for i in rows], [records.values[i] for i in rows], pick(records.headers),
                          pick(records.timestamps), pick(records.partitions), records.received_ms)
 
 
