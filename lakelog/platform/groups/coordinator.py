@@ -10,11 +10,14 @@ assignments and follows topics that appear or grow.
 Committed offsets go to `_control/consumer_offsets` through `OffsetStore`; a commit returns once
 durable, and a new coordinator reloads them.
 
-The class is put together from its parts: this module owns the lock, the reaper thread, the HTTP
-members' membership and polls, the Kafka classic protocol's calls, descriptions and the lifecycle;
-`coordinator_offsets.py` the commits and their durability, resets, deletes and lag;
-`coordinator_handover.py` the groups handed over between the nodes of a cluster. Any request thread
-(HTTP, the Kafka listener's workers, the CLI) may call it; the reaper calls `tick`.
+The class is built from collaborators, each given what it needs: this module owns the lock, the reaper
+thread, the HTTP members' membership and polls, the Kafka classic protocol's calls, descriptions, lag and
+the lifecycle; `coordinator_offsets.py` (`Offsets`, held as `offsets`) the commits and their durability
+through the offset store, resets and deletes; `coordinator_handover.py` (`Handover`, held as `handover`)
+the groups handed over between the nodes of a cluster; `coordinator_views.py` what it answers with. The
+group state (`membership`) is shared by all three, under the coordinator's `_lock`, which each part is
+given. Any request thread (HTTP, the Kafka listener's workers, the CLI) may call it; the reaper calls
+`tick`.
 """
 
 from __future__ import annotations
@@ -24,18 +27,24 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, wait
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
-from lakelog.platform.groups import positions
+from lakelog.platform.groups import admin, positions
 from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
-from lakelog.platform.groups.consumer_protocol import consumer_assignment, consumer_subscription
 from lakelog.platform.groups.coordinator_handover import Handover
-from lakelog.platform.groups.coordinator_offsets import Offsets
+from lakelog.platform.groups.coordinator_offsets import Offsets, known_group
+from lakelog.platform.groups.coordinator_views import (
+    ClassicMemberView,
+    ClassicView,
+    GroupView,
+    MemberView,
+    Poll,
+    classic_members,
+)
 from lakelog.platform.groups.errors import InconsistentGroupProtocol, UnknownMemberId
 from lakelog.platform.groups.membership import (
     Group,
@@ -45,8 +54,10 @@ from lakelog.platform.groups.membership import (
     PartitionCounts,
     check_group_id,
 )
-from lakelog.platform.groups.offsets import CommittedOffset, OffsetStore
-from lakelog.platform.records import FetchResult, TopicPartition
+from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow, OffsetStore
+from lakelog.platform.records import TopicPartition
+
+__all__ = ["ClassicMemberView", "ClassicView", "GroupCoordinator", "GroupView", "MemberView", "Poll"]
 
 log = logging.getLogger(__name__)
 
@@ -54,63 +65,11 @@ METADATA_CHECK_S = 1.0
 REAP_INTERVAL_S = 0.05
 
 
-@dataclass(frozen=True)
-class Poll:
-    generation: int
-    results: list[FetchResult]
-    number: int = 0  # the member acknowledges it with its next poll (`after`)
+class GroupCoordinator:
+    """The consumer groups this node coordinates. Any request thread may call it; its reaper calls `tick`.
+    `_lock` guards the group state (`membership`), which its parts (`offsets`, `handover`) are given with
+    it; `_counts` and `_counts_at` (the catalog's partition counts) are read and set outside it."""
 
-
-@dataclass(frozen=True)
-class MemberView:
-    member_id: str
-    group_instance_id: str | None
-    assignment: list[TopicPartition]
-    revoking: list[TopicPartition]
-    subscription: list[str]
-    pattern: str | None
-    last_heartbeat_ms_ago: int
-
-
-@dataclass(frozen=True)
-class ClassicMemberView:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes  # its subscription in the group's protocol
-    assignment: bytes  # as the leader assigned it
-
-
-@dataclass(frozen=True)
-class ClassicView:
-    state: str
-    protocol_type: str | None
-    protocol_name: str | None
-    members: list[ClassicMemberView]
-
-
-@dataclass(frozen=True)
-class GroupView:
-    group: str
-    state: str
-    generation: int
-    assignor: str | None
-    members: list[MemberView]
-    offsets: dict[TopicPartition, CommittedOffset]
-    lag: dict[TopicPartition, int]  # log end offset - committed (or - log start when nothing committed)
-
-
-def _classic_members(classic: ClassicGroup, now: float) -> list[MemberView]:
-    """Kafka-protocol members as HTTP describes members: subscriptions and assignments read from the
-    consumer protocol's bytes."""
-    return [MemberView(m.member_id, m.group_instance_id, consumer_assignment(m.assignment), [],
-                       sorted(consumer_subscription(m.metadata(classic.protocol_name))), None,
-                       int((now - m.last_heartbeat) * 1000))
-            for m in sorted(classic.members.values(), key=lambda m: m.member_id)]
-
-
-class GroupCoordinator(Offsets, Handover):
     def __init__(
         self,
         broker: Broker,
@@ -122,25 +81,28 @@ class GroupCoordinator(Offsets, Handover):
     ) -> None:
         self.broker = broker
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards `membership`, here and in the parts
         self.membership = Membership(initial_rebalance_delay_ms, min_session_timeout_ms, max_session_timeout_ms)
         self._counts: dict[str, int] = {}
         self._counts_at = -1e9
-        self._created: dict[str, int] = {}  # topic -> its creation time, as last seen (Offsets.follow_topics)
-        broker.topic_deleted.append(self.forget_topic)  # a deleted topic's offsets go with it, as in Kafka
-        self.store = OffsetStore(broker.storage, self._durable, commit_linger_ms,
-                                 broker.settings.request_timeout_ms, self._membership_current)
+        self.offsets = Offsets(broker, self.membership, self._lock, clock, commit_linger_ms,
+                               self._membership_current)
+        broker.topic_deleted.append(self.offsets.forget_topic)  # a deleted topic's offsets go with it, as in Kafka
         for group_id, offsets in self.store.load().items():
             self.membership.groups[group_id] = Group(group_id, committed=offsets)
+        self.handover = Handover(self.membership, self._lock, self.store, broker.settings.request_timeout_ms)
         self._stop = threading.Event()
-        self._taking_over: dict[str, int] = {}  # group -> the takeover (a count) that will serve it
-        self._takeovers = 0
         self._reaper = threading.Thread(target=self._reap_loop, name="group-reaper", daemon=True)
         self._reaper.start()
 
     @property
     def rebalances(self) -> int:
         return self.membership.rebalances
+
+    @property
+    def store(self) -> OffsetStore:
+        """The committed offsets' store (`_control/consumer_offsets`), the offsets part's."""
+        return self.offsets.store
 
     # ---- membership ---------------------------------------------------------
 
@@ -178,7 +140,7 @@ class GroupCoordinator(Offsets, Handover):
             topics = self.broker.list_topics()
             self._counts = {t.name: t.partitions for t in topics}
             self._counts_at = self._clock()
-            self.follow_topics({t.name: t.created_ms for t in topics})
+            self.offsets.follow_topics({t.name: t.created_ms for t in topics})
         return self._counts
 
     # ---- background -----------------------------------------------------------
@@ -262,7 +224,7 @@ class GroupCoordinator(Offsets, Handover):
             _, member = self.membership.member(group_id, member_id)
             starting = any(tp not in member.positions for tp in member.assignment)
         if starting:
-            wait(self.commits_in_flight(group_id), self.broker.settings.request_timeout_ms / 1000)
+            wait(self.offsets.commits_in_flight(group_id), self.broker.settings.request_timeout_ms / 1000)
         with self._lock:
             group, member = self.membership.member(group_id, member_id)
             member.last_poll = member.last_heartbeat = self._clock()
@@ -329,7 +291,7 @@ class GroupCoordinator(Offsets, Handover):
 
     def describe_classic(self, group_id: str) -> ClassicView:
         with self._lock:
-            group = self._group(group_id)
+            group = known_group(self.membership, group_id)
             classic = group.classic
             if classic is None:
                 return ClassicView(group.state, None, None, [])
@@ -353,7 +315,7 @@ class GroupCoordinator(Offsets, Handover):
     def describe(self, group_id: str) -> GroupView:
         now = self._clock()
         with self._lock:
-            group = self._group(group_id)
+            group = known_group(self.membership, group_id)
             members = [
                 MemberView(m.member_id, m.options.group_instance_id, sorted(m.assignment), sorted(m.revoking),
                            sorted(m.options.topics), m.options.pattern, int((now - m.last_heartbeat) * 1000))
@@ -363,7 +325,7 @@ class GroupCoordinator(Offsets, Handover):
             owned = {tp for m in members for tp in m.assignment + m.revoking}
             generation, assignor = group.generation, group.assignor
             if group.kafka_members:
-                members = _classic_members(group.classic, now)  # type: ignore[arg-type]
+                members = classic_members(group.classic, now)  # type: ignore[arg-type]
                 owned = {tp for m in members for tp in m.assignment}
                 generation, assignor = group.classic.generation, group.classic.protocol_name  # type: ignore
             view = GroupView(group_id, group.state, generation, assignor, members, committed, {})
@@ -389,6 +351,69 @@ class GroupCoordinator(Offsets, Handover):
     def group_ids(self) -> list[str]:
         with self._lock:
             return sorted(self.membership.groups)
+
+    def lag(self, group_id: str) -> list[admin.PartitionLag]:
+        """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
+        view = self.describe(group_id)
+        owners = {tp: m.member_id for m in view.members for tp in m.assignment}
+        ends = {}
+        for tp in sorted(set(view.offsets) | set(owners)):
+            try:
+                ends[tp] = self.broker.list_offset(tp[0], tp[1], "latest")
+            except UnknownTopicOrPartition:
+                continue
+        return admin.lag_rows(view.offsets, ends, owners)
+
+    # ---- committed offsets (`Offsets`) ----------------------------------------------------
+
+    def commit(self, group_id: str, member_id: str | None, generation: int,
+               offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
+        return self.offsets.commit(group_id, member_id, generation, offsets, group_instance_id)
+
+    def commit_transactional(self, rows: list[OffsetRow]) -> Future:
+        return self.offsets.commit_transactional(rows)
+
+    def reload_offsets(self, group_id: str) -> None:
+        self.offsets.reload_offsets(group_id)
+
+    def commits_in_flight(self, group_id: str) -> list[Future]:
+        return self.offsets.commits_in_flight(group_id)
+
+    def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        return self.offsets.committed(group_id)
+
+    def reset_offsets(self, group_id: str, spec: str | int | None, topics: list[str] | None,
+                      explicit: list[tuple[str, int, int]] | None,
+                      authorize: Callable[[str], None] | None = None) -> Future:
+        return self.offsets.reset_offsets(group_id, spec, topics, explicit, authorize)
+
+    def plan_reset(self, group_id: str, spec: admin.ResetSpec, topics: list[tuple[str, int | None]] | None,
+                   authorize: Callable[[str], None] | None = None) -> list[admin.ResetTarget]:
+        return self.offsets.plan_reset(group_id, spec, topics, authorize)
+
+    def execute_reset(self, group_id: str, plan: list[admin.ResetTarget]) -> Future:
+        return self.offsets.execute_reset(group_id, plan)
+
+    def delete_group(self, group_id: str) -> None:
+        self.offsets.delete_group(group_id)
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, Exception | None]:
+        return self.offsets.delete_offsets(group_id, partitions)
+
+    def forget_topic(self, topic: str) -> None:
+        self.offsets.forget_topic(topic)
+
+    def follow_topics(self, created: dict[str, int], gone: Iterable[str] = ()) -> None:
+        self.offsets.follow_topics(created, gone)
+
+    # ---- hand-over between nodes (`Handover`) ---------------------------------------------
+
+    def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
+                 released: Callable[[set[str]], bool], poll_s: float, wait_s: float) -> None:
+        self.handover.reassign(coordinated, coordinates, released, poll_s, wait_s)
+
+    def taking_over(self, group_id: str) -> bool:
+        return self.handover.taking_over(group_id)
 
     # ---- lifecycle --------------------------------------------------------------
 

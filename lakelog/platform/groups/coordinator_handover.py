@@ -2,7 +2,7 @@
 forgotten (once their accepted commits are durable), groups taken over are served once the previous
 coordinator let go, with their committed offsets read again from the table.
 
-Owns `Handover`, a part of `GroupCoordinator` (its state is set up in `GroupCoordinator.__init__`).
+Owns `Handover`, the part of `GroupCoordinator` that holds the groups being taken over.
 `reassign` is called by the cluster membership's listener when the live nodes change (before the node
 publishes its new view); the adoption runs later on timer threads of its own; `taking_over` from any
 request thread. Group state is changed under the
@@ -18,14 +18,33 @@ from concurrent.futures import wait
 from typing import Callable
 
 from lakelog.platform.cluster.errors import NotCoordinator
-from lakelog.platform.groups.membership import Group
+from lakelog.platform.groups.membership import Group, Membership
+from lakelog.platform.groups.offsets import OffsetStore
 
 log = logging.getLogger("lakelog.platform.groups.coordinator")  # the coordinator's one logger, whichever part logs
 
 
 class Handover:
-    """GroupCoordinator's hand-over of groups between nodes (a part of `GroupCoordinator`: its state is
-    set up in `GroupCoordinator.__init__`)."""
+    """The coordinator's hand-over of groups between nodes.
+
+    Thread contract: `reassign` is called by the cluster membership's listener, the adoption runs on
+    timer threads of its own, `taking_over` from any request thread. The groups' state (`membership`,
+    shared with the coordinator and its offsets) and the takeovers in progress (`_taking_over`,
+    `_takeovers`) are changed under `lock`, the coordinator's; `taking_over` reads `_taking_over`
+    without it (one dict lookup). Loading the offsets table (`store`, the offsets part's) and waiting
+    on commits happen outside the lock.
+    """
+
+    def __init__(self, membership: Membership, lock: threading.RLock, store: OffsetStore,
+                 request_timeout_ms: int) -> None:
+        """`membership`, `lock`: the coordinator's group state and its lock; `store`: the committed offsets'
+        store (loaded, and its commits in flight waited on, up to `request_timeout_ms`)."""
+        self._membership = membership
+        self._lock = lock
+        self._store = store
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._taking_over: dict[str, int] = {}  # group -> the takeover (a count) that will serve it
+        self._takeovers = 0
 
     def reassign(self, coordinated: Callable[[str], bool], coordinates: Callable[[str], bool],
                  released: Callable[[set[str]], bool], poll_s: float, wait_s: float) -> None:
@@ -38,12 +57,12 @@ class Handover:
         then its committed offsets are read from the table, the previous coordinator's last commits
         included, so that none regresses. Until then its requests are refused with a retriable
         NOT_COORDINATOR (`taking_over`)."""
-        stored = self.store.load()
+        stored = self._store.load()
         with self._lock:
-            lost = [g for g in self.membership.groups if not coordinates(g)]
+            lost = [g for g in self._membership.groups if not coordinates(g)]
             for group_id in lost:
                 self._forget(group_id)
-            taken = {g for g in set(stored) | set(self.membership.groups) if coordinates(g) and not coordinated(g)}
+            taken = {g for g in set(stored) | set(self._membership.groups) if coordinates(g) and not coordinated(g)}
             for group_id in taken:
                 self._forget(group_id)  # what this node knew of it is stale
             for group_id in [g for g in self._taking_over if not coordinates(g)]:
@@ -51,8 +70,8 @@ class Handover:
             self._takeovers += 1
             takeover = self._takeovers
             self._taking_over.update((g, takeover) for g in taken)
-            in_flight = [f for g in lost for f in self.store.in_flight(g)]
-        wait(in_flight, self.broker.settings.request_timeout_ms / 1000)
+            in_flight = [f for g in lost for f in self._store.in_flight(g)]
+        wait(in_flight, self._request_timeout_s)
         if taken:
             self._adopt_when_released(taken, takeover, released, poll_s, time.monotonic() + wait_s)
 
@@ -76,7 +95,7 @@ class Handover:
     def _adopt(self, groups: set[str], takeover: int) -> None:
         """Serve the groups of this takeover that no later view change moved away or took over again."""
         try:
-            stored = self.store.load()
+            stored = self._store.load()
         except Exception:
             log.exception("offsets of groups taken over not loaded; retrying")
             threading.Timer(1.0, self._adopt, args=(groups, takeover)).start()
@@ -84,12 +103,12 @@ class Handover:
         with self._lock:
             for group_id in [g for g in groups if self._taking_over.get(g) == takeover]:
                 if group_id in stored:
-                    self.membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
+                    self._membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
                 del self._taking_over[group_id]
 
     def _forget(self, group_id: str) -> None:
         """Under the lock: another node coordinates the group now; Kafka members waiting here are told."""
-        group = self.membership.groups.pop(group_id, None)
+        group = self._membership.groups.pop(group_id, None)
         if group is not None and group.classic is not None:
             group.classic.close(NotCoordinator(f"group {group_id!r} moved to another node"))
 

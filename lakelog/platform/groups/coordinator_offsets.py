@@ -1,8 +1,8 @@
 """The coordinator's committed offsets: commits checked and queued for `OffsetStore` (a commit answers once
 durable, and the durable rows land in the groups' memory), offset resets, the deletion of a group or of
-its offsets, and lag.
+its offsets, and the committed offsets of topics deleted or created again.
 
-Owns `Offsets`, a part of `GroupCoordinator` (its state is set up in `GroupCoordinator.__init__`). Any
+Owns `Offsets`, the part of `GroupCoordinator` that owns the `OffsetStore`, and `known_group`. Any
 request thread may call it; `_durable` runs on the offset store's commit thread. Group state is read and
 changed under the coordinator's lock; storage I/O (the catalog, list offsets, the offsets table) runs
 outside it.
@@ -11,8 +11,9 @@ outside it.
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import Future
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from lakelog.platform.errors import InvalidRequest, StorageUnavailable, UnknownTopicOrPartition
 from lakelog.platform.groups import admin, offsets_topic
@@ -22,16 +23,47 @@ from lakelog.platform.groups.errors import (
     IllegalGeneration,
     NonEmptyGroup,
 )
-from lakelog.platform.groups.membership import Group, check_group_id
-from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow
+from lakelog.platform.groups.membership import Group, Membership, check_group_id
+from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow, OffsetStore
 from lakelog.platform.records import TopicPartition
+
+if TYPE_CHECKING:
+    from lakelog.platform.broker.node import Broker
 
 log = logging.getLogger(__name__)
 
 
+def known_group(membership: Membership, group_id: str) -> Group:
+    """The group held here, or GroupIdNotFound (the caller holds the coordinator's lock)."""
+    group = membership.groups.get(group_id)
+    if group is None:
+        raise GroupIdNotFound(f"unknown group {group_id!r}")
+    return group
+
+
 class Offsets:
-    """GroupCoordinator's offsets (a part of `GroupCoordinator`: its state is set up in
-    `GroupCoordinator.__init__`)."""
+    """The coordinator's committed offsets, and the offsets table's store (`store`).
+
+    Thread contract: any request thread may call it; `_durable` runs on the store's commit thread. The
+    groups' state (`membership`, shared with the coordinator and its hand-over) is read and changed under
+    `lock`, the coordinator's; storage I/O (the broker's catalog and list offsets, the offsets table) runs
+    outside it. `_created` (the topics' creation times, last seen) is changed by `follow_topics`, called
+    by the coordinator's reaper and the broker's topic deletes.
+    """
+
+    def __init__(self, broker: Broker, membership: Membership, lock: threading.RLock, clock: Callable[[], float],
+                 commit_linger_ms: int, membership_current: Callable[[], bool]) -> None:
+        """`broker`: the node (its topics' partitions and offsets, its storage and request timeout);
+        `membership`, `lock`, `clock`: the coordinator's group state, its lock and its clock;
+        `membership_current()`: whether this node's cluster membership is current (a commit appended by a
+        node whose membership lapsed is refused: `OffsetStore`)."""
+        self._broker = broker
+        self._membership = membership
+        self._lock = lock
+        self._clock = clock
+        self.store = OffsetStore(broker.storage, self._durable, commit_linger_ms,
+                                 broker.settings.request_timeout_ms, membership_current)
+        self._created: dict[str, int] = {}  # topic -> its creation time, as last seen (`follow_topics`)
 
     def commit(self, group_id: str, member_id: str | None, generation: int,
                offsets: list[tuple[str, int, int, str | None]], group_instance_id: str | None = None) -> Future:
@@ -42,18 +74,18 @@ class Offsets:
         resolve them itself; the HTTP API validates its own input."""
         check_group_id(group_id)
         for topic, partition, _, _ in offsets:
-            count = offsets_topic.PARTITIONS if topic == offsets_topic.OFFSETS_TOPIC else self.broker.topic(
+            count = offsets_topic.PARTITIONS if topic == offsets_topic.OFFSETS_TOPIC else self._broker.topic(
                 topic).partitions
             if not 0 <= partition < count:
                 raise UnknownTopicOrPartition(
                     f"unknown partition {partition} of topic {topic!r} (partitions 0..{count - 1})")
         with self._lock:
-            group = self.membership.groups.get(group_id)
+            group = self._membership.groups.get(group_id)
             if group is not None and group.kafka_members:
                 group.classic.check_commit(member_id or "", generation, group_instance_id,  # type: ignore[union-attr]
                                            self._clock())
             elif member_id:
-                group, member = self.membership.member(group_id, member_id)
+                group, member = self._membership.member(group_id, member_id)
                 if generation != group.generation:
                     raise IllegalGeneration(
                         f"generation {generation} is not the group's current generation {group.generation}; "
@@ -63,7 +95,7 @@ class Offsets:
                 raise IllegalGeneration(
                     f"group {group_id!r} has active members: commit with a member_id and the current generation")
             else:
-                self.membership.groups.setdefault(group_id, Group(group_id))
+                self._membership.groups.setdefault(group_id, Group(group_id))
             rows = [OffsetRow(group_id, t, p, o, m, generation) for t, p, o, m in offsets]
             # Queued under the lock: a rebalance after this check finds the commit in flight.
             return self.store.submit(rows)
@@ -74,7 +106,7 @@ class Offsets:
         checks none for them. A group not held in memory (no member since this node started) is created."""
         with self._lock:
             for row in rows:
-                self.membership.groups.setdefault(row.group, Group(row.group))
+                self._membership.groups.setdefault(row.group, Group(row.group))
             return self.store.submit(rows)
 
     def reload_offsets(self, group_id: str) -> None:
@@ -82,7 +114,7 @@ class Offsets:
         transaction's, by its coordinator); a newer commit held here is kept."""
         loaded = self.store.load().get(group_id, {})
         with self._lock:
-            group = self.membership.groups.setdefault(group_id, Group(group_id))
+            group = self._membership.groups.setdefault(group_id, Group(group_id))
             for tp, committed in loaded.items():
                 known = group.committed.get(tp)
                 if known is None or committed.committed_ms > known.committed_ms:
@@ -96,20 +128,14 @@ class Offsets:
     def _durable(self, rows: list[OffsetRow], stamp: int) -> None:
         with self._lock:
             for row in rows:
-                group = self.membership.groups.get(row.group)
+                group = self._membership.groups.get(row.group)
                 if group is None:
                     continue  # forgotten meanwhile (moved to another node, deleted): its next owner reads the table
                 group.committed[(row.topic, row.partition)] = CommittedOffset(row.offset, row.metadata, stamp)
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         with self._lock:
-            return dict(self._group(group_id).committed)
-
-    def _group(self, group_id: str) -> Group:
-        group = self.membership.groups.get(group_id)
-        if group is None:
-            raise GroupIdNotFound(f"unknown group {group_id!r}")
-        return group
+            return dict(known_group(self._membership, group_id).committed)
 
     def reset_offsets(self, group_id: str, spec: str | int | None, topics: list[str] | None,
                       explicit: list[tuple[str, int, int]] | None,
@@ -119,14 +145,14 @@ class Offsets:
         `authorize(topic)` is called for every topic touched before anything is written."""
         if explicit is not None:
             with self._lock:
-                self._check_empty(self._group(group_id))
+                self._check_empty(known_group(self._membership, group_id))
             if authorize is not None:
                 for topic in sorted({t for t, _, _ in explicit}):
                     authorize(topic)
             return self.commit(group_id, None, -1, [(t, p, o, None) for t, p, o in explicit])
         if spec is None:
             raise InvalidRequest("reset to earliest, latest, a timestamp or explicit offsets")
-        named = None if topics is None else [(t, None) for t in topics]
+        named: list[tuple[str, int | None]] | None = None if topics is None else [(t, None) for t in topics]
         plan = self.plan_reset(group_id, admin.ResetSpec.of(spec), named, authorize)
         return self.execute_reset(group_id, plan)
 
@@ -137,19 +163,19 @@ class Offsets:
         `topics`: (topic, partition) pairs, partition None for all of them; None: every topic with
         committed offsets. `authorize(topic)` is called for every topic touched."""
         with self._lock:
-            group = self._group(group_id)
+            group = known_group(self._membership, group_id)
             self._check_empty(group)
             committed = dict(group.committed)
-        partitions = admin.reset_partitions(lambda t: self.broker.topic(t).partitions, committed, topics)
+        partitions = admin.reset_partitions(lambda t: self._broker.topic(t).partitions, committed, topics)
         if authorize is not None:
             for topic in sorted({t for t, _ in partitions}):
                 authorize(topic)
-        return admin.plan_reset(self.broker, committed, spec, partitions)
+        return admin.plan_reset(self._broker, committed, spec, partitions)
 
     def execute_reset(self, group_id: str, plan: list[admin.ResetTarget]) -> Future:
         """Commit a reset plan (Kafka's --execute); the future completes once the offsets are durable."""
         with self._lock:
-            self._check_empty(self._group(group_id))
+            self._check_empty(known_group(self._membership, group_id))
         return self.commit(group_id, None, -1, [(r.topic, r.partition, r.target, None) for r in plan])
 
     @staticmethod
@@ -163,24 +189,25 @@ class Offsets:
         """Kafka's DeleteGroups: an empty group's committed offsets are removed from the table, then the
         group is forgotten. Refused with NON_EMPTY_GROUP while this coordinator has members in it."""
         with self._lock:
-            self._check_empty(self._group(group_id))
+            self._check_empty(known_group(self._membership, group_id))
         self.store.flush()
         self.store.delete_group(group_id)
         with self._lock:
-            group = self.membership.groups.get(group_id)
+            group = self._membership.groups.get(group_id)
             if group is not None and not group.members:
-                del self.membership.groups[group_id]
+                del self._membership.groups[group_id]
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> dict[TopicPartition, Exception | None]:
         """Kafka's OffsetDelete: remove committed offsets of a group; per partition None, or why it is kept.
         A topic the group's active members subscribe to is refused (they would commit it again), as in
         Kafka; a group of another protocol type is refused whole while it has members (NON_EMPTY_GROUP)."""
         with self._lock:
-            group = self._group(group_id)
+            group = known_group(self._membership, group_id)
             subscribed = admin.subscribed_topics(group)
         if subscribed is None:
-            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {group.classic.protocol_type!r}; "
-                                "its offsets can be deleted once it is empty")  # type: ignore[union-attr]
+            protocol_type = group.classic.protocol_type  # type: ignore[union-attr]
+            raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {protocol_type!r}; "
+                                "its offsets can be deleted once it is empty")
         refused = {tp: GroupSubscribedToTopic(f"group {group_id!r} has active members subscribed to topic {tp[0]!r}")
                    for tp in partitions if tp[0] in subscribed}
         chosen = [tp for tp in partitions if tp not in refused]
@@ -188,7 +215,7 @@ class Offsets:
             self.store.flush()  # commits accepted before the delete land before it
             self.store.delete_offsets(group_id, chosen)
             with self._lock:
-                kept = self.membership.groups.get(group_id)
+                kept = self._membership.groups.get(group_id)
                 for tp in chosen if kept is not None else ():
                     kept.committed.pop(tp, None)  # type: ignore[union-attr]
         return {tp: refused.get(tp) for tp in partitions}
@@ -217,19 +244,7 @@ class Offsets:
         again = {t for t in changed if t in created}
         reloaded = self.store.load() if again else {}
         with self._lock:
-            for group in self.membership.groups.values():
+            for group in self._membership.groups.values():
                 for tp in [tp for tp in group.committed if tp[0] in changed]:
                     del group.committed[tp]
                 group.committed.update({tp: c for tp, c in reloaded.get(group.group_id, {}).items() if tp[0] in again})
-
-    def lag(self, group_id: str) -> list[admin.PartitionLag]:
-        """Per partition: committed offset, log end offset, lag and the member owning it on this node."""
-        view = self.describe(group_id)
-        owners = {tp: m.member_id for m in view.members for tp in m.assignment}
-        ends = {}
-        for tp in sorted(set(view.offsets) | set(owners)):
-            try:
-                ends[tp] = self.broker.list_offset(tp[0], tp[1], "latest")
-            except UnknownTopicOrPartition:
-                continue
-        return admin.lag_rows(view.offsets, ends, owners)
