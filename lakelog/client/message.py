@@ -89,7 +89,7 @@ class TopicPartition:
     def __hash__(self) -> int:
         return hash(self.key())
 
-    def __lt__(self, other: "TopicPartition") -> bool:
+    def __lt__(self, other: TopicPartition) -> bool:
         return self.key() < other.key()
 
     def __repr__(self) -> str:

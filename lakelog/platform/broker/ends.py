@@ -35,7 +35,7 @@ class TopicDescription:
     partitions: list[PartitionState]
 
     @classmethod
-    def created(cls, meta: TopicMeta) -> "TopicDescription":
+    def created(cls, meta: TopicMeta) -> TopicDescription:
         """A topic as its create leaves it, every partition empty: no storage read, no log opened."""
         return cls(meta, [PartitionState(p, 0, 0, 0, 0) for p in range(meta.partitions)])
 

@@ -28,31 +28,31 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 
 from lakelog.platform.broker.ends import LogEnds, TopicDescription
+from lakelog.platform.broker.fetch import Fetcher
+from lakelog.platform.broker.open_topic import OpenTopic
 from lakelog.platform.broker.produce import Producing, parse_acks
 from lakelog.platform.broker.seat import ClusterSeat
 from lakelog.platform.broker.topics import OpenTopics, open_apart
 from lakelog.platform.catalog.catalog import Catalog, TopicMeta, replaced
+from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.cluster import Membership
 from lakelog.platform.cluster.errors import NodeUnavailable, NotInCluster
 from lakelog.platform.cluster.forwarding import NodeClient
+from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.cluster.reference import ProduceReference
 from lakelog.platform.cluster.traffic import Traffic
-from lakelog.platform.cluster.ownership import topic_key
 from lakelog.platform.cluster.wire import ForwardedCall
-from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
-from lakelog.platform.broker.fetch import Fetcher
-from lakelog.platform.journal.node import NodeJournal
-from lakelog.platform.log import PartitionState, TopicLog
-from lakelog.platform.broker.open_topic import OpenTopic
 from lakelog.platform.delta.outside_repair import RepairedPartition
-from lakelog.platform.records import FetchResult, ProduceResult, ProducerBatch, Record, RecordColumns
+from lakelog.platform.delta.table_retention import advertise_retention
+from lakelog.platform.errors import InvalidRequest, OffsetOutOfRange, UnknownTopicOrPartition
+from lakelog.platform.journal.node import NodeJournal
 from lakelog.platform.layout import topic_path
+from lakelog.platform.log import PartitionState, TopicLog
+from lakelog.platform.records import FetchResult, ProducerBatch, ProduceResult, Record, RecordColumns
 from lakelog.platform.replication import admin as replication_admin
 from lakelog.platform.replication.manager import Election, ReplicaManager
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.delta.table_retention import advertise_retention
-from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.settings import CoreSettings, Settings
 
 __all__ = ["Broker", "OpenTopic", "TopicDescription", "parse_acks"]
@@ -383,7 +383,7 @@ class Broker:
         self.catalog.close()
         self.seat.close()
 
-    def __enter__(self) -> "Broker":
+    def __enter__(self) -> Broker:
         return self
 
     def __exit__(self, *exc: object) -> None:

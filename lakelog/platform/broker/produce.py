@@ -20,25 +20,24 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lakelog.platform.broker.open_topic import OpenTopic
+from lakelog.platform.broker.seat import ClusterSeat
 from lakelog.platform.clock import now_ms
 from lakelog.platform.cluster import Node
 from lakelog.platform.cluster.forward_objects import read_forwarded
 from lakelog.platform.cluster.forwarding import TopicForwarder
 from lakelog.platform.cluster.reference import ProduceReference
+from lakelog.platform.cluster.traffic import Traffic
 from lakelog.platform.cluster.wire import ForwardedCall
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import InvalidRequest, LakelogError
-from lakelog.platform.produce.group_commit import copy_outcome, fail
 from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.journal.node import NodeJournal
-from lakelog.platform.broker.open_topic import OpenTopic
-from lakelog.platform.broker.seat import ClusterSeat
-from lakelog.platform.cluster.traffic import Traffic
-from lakelog.platform.replication.manager import ReplicaManager
-from lakelog.platform.storage import STORAGE_ERRORS, Storage
+from lakelog.platform.produce.admission import PendingProduce
+from lakelog.platform.produce.group_commit import copy_outcome, fail
 from lakelog.platform.records import (
-    ProduceResult,
     ProducerBatch,
+    ProduceResult,
     Record,
     RecordColumns,
     Stamp,
@@ -48,7 +47,8 @@ from lakelog.platform.records import (
     stamp,
     validate_records,
 )
-from lakelog.platform.produce.admission import PendingProduce
+from lakelog.platform.replication.manager import ReplicaManager
+from lakelog.platform.storage import STORAGE_ERRORS, Storage
 from lakelog.settings import CoreSettings
 
 log = logging.getLogger(__name__)
@@ -138,13 +138,12 @@ class Producing:
                      fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
         """This node acknowledges the call (it leads the topic, or the leader is out of reach): on the node
         journal, the table committed behind it."""
-        replicate = pending.acks == -1 and self._replicas is not None and opened.replica_state is not None
-        if replicate:
-            self._replicas.ensure_in_sync(  # type: ignore[union-attr]
-                opened.meta.name, opened.meta.config.min_insync_replicas)
+        replicas = self._replicas if pending.acks == -1 and opened.replica_state is not None else None
+        if replicas is not None:
+            replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
         future = self._journal.submit(opened, pending)
-        if replicate:
-            future = self._after_replication(opened, future)
+        if replicas is not None:
+            future = self._after_replication(opened, future, replicas)
         if fenced_again is None:
             return future
         return self._again_if_fenced(opened, pending, future, fenced_again)
@@ -199,26 +198,27 @@ class Producing:
             forwarder = opened.forwarders.get(leader.node_id)
             if forwarder is None or forwarder.leader != leader:
                 seat = self._seat
+                assert seat.nodes is not None and seat.cluster is not None  # only a node in a cluster forwards
                 forwarder = opened.forwarders[leader.node_id] = TopicForwarder(
-                    opened.meta.name, leader, seat.nodes, lambda p: self._submit_here(opened, p),  # type: ignore
-                    self._settings.batch_bytes, seat.cluster.suspect,  # type: ignore[union-attr]
+                    opened.meta.name, leader, seat.nodes, lambda p: self._submit_here(opened, p),
+                    self._settings.batch_bytes, seat.cluster.suspect,
                     seat.forward_objects, self._traffic)
             return forwarder
 
     def _deadline(self, timeout_ms: int | None) -> Deadline:
         return Deadline.after_ms(self._settings.request_timeout_ms if timeout_ms is None else timeout_ms)
 
-    def _after_replication(self, opened: OpenTopic, committed: Future) -> Future:
+    def _after_replication(self, opened: OpenTopic, committed: Future, replicas: ReplicaManager) -> Future:
         """acks=all: answered once the commit is on min.insync.replicas sites."""
         answered: Future = Future()
-        epoch = opened.replica_state.leader_epoch  # type: ignore[union-attr]
+        assert opened.replica_state is not None  # a replicated topic's
+        epoch = opened.replica_state.leader_epoch
 
         def replicate() -> None:
             try:
                 result = committed.result()  # the records go to the leader's table now, then to the copies
                 version = self._journal.replicated_version(opened, result)
-                self._replicas.replicate(opened.meta.name, version,  # type: ignore[union-attr]
-                                        opened.meta.config.min_insync_replicas, epoch)
+                replicas.replicate(opened.meta.name, version, opened.meta.config.min_insync_replicas, epoch)
                 answered.set_result(result)
             except BaseException as exc:
                 answered.set_exception(exc)

@@ -64,8 +64,10 @@ class ClusterSeat:
     def leader_ends(self, topic: str) -> list[int] | None:
         """At a node that does not lead `topic`: the leader's log end offsets, past the
         records it acknowledged (None when this node leads, or the leader gave no answer)."""
-        leader = self.remote_leader(topic) if self.leader_reads is not None else None
-        return None if leader is None else self.leader_reads.log_ends(leader, topic)  # type: ignore[union-attr]
+        if self.leader_reads is None:
+            return None
+        leader = self.remote_leader(topic)
+        return None if leader is None else self.leader_reads.log_ends(leader, topic)
 
     def close(self) -> None:
         if self.nodes is not None:

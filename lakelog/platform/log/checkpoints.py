@@ -19,12 +19,16 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lakelog.platform.delta.checkpoint import (
-    Append, CheckpointState, checkpoint_rows, read_checkpoint, write_checkpoint,
+    Append,
+    CheckpointState,
+    checkpoint_rows,
+    read_checkpoint,
+    write_checkpoint,
 )
 from lakelog.platform.delta.delta_log import clean_commit_log
+from lakelog.platform.delta.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
 from lakelog.platform.segments.file_slices import FileSlices
 from lakelog.platform.storage import STORAGE_ERRORS, Storage
-from lakelog.platform.delta.table_retention import DEFAULT_FILE_DELETE_DELAY_MS, LOG_KEPT_S, retention_properties
 
 if TYPE_CHECKING:
     from lakelog.platform.log.snapshot import LogSnapshot

@@ -17,14 +17,14 @@ from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.delta.delta_log import COMMIT_ID
-from lakelog.platform.errors import DataChangedOutside, InvalidRequest, StorageUnavailable
 from lakelog.platform.delta.file_changes import MAINTENANCE_JOB, encode_file_changes, removed_files
-from lakelog.platform.segments.index import SegmentFile
-from lakelog.platform.segments.segment import TableLayout
 from lakelog.platform.delta.outside_commits import REPAIRED
 from lakelog.platform.delta.outside_repair import REPAIR_JOB, RepairedPartition, plan_repair
+from lakelog.platform.errors import DataChangedOutside, InvalidRequest, StorageUnavailable
 from lakelog.platform.log.sequencer import Sequencer
 from lakelog.platform.log.snapshot import LogSnapshot
+from lakelog.platform.segments.index import SegmentFile
+from lakelog.platform.segments.segment import TableLayout
 from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS
 
 log = logging.getLogger("lakelog.platform.log")  # the log's one logger, whichever part logs

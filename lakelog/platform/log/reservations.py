@@ -23,7 +23,7 @@ import threading
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, ContextManager
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +37,8 @@ from lakelog.platform.errors import StorageWriteFailed
 from lakelog.platform.log.offsets import TRANSACTIONAL_APP_ID, open_app_id, partition_app_id
 from lakelog.platform.log.sequencer import Sequencer
 from lakelog.platform.log.snapshot import LogSnapshot
-from lakelog.platform.segments.file_stats import iso_ms, segment_of
 from lakelog.platform.records import Marker
+from lakelog.platform.segments.file_stats import iso_ms, segment_of
 from lakelog.platform.segments.segment import (
     INTAKE_FILE_SCHEMA,
     SEGMENT_FILE_SCHEMA,
@@ -48,7 +48,6 @@ from lakelog.platform.segments.segment import (
     write_segments,
 )
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
-
 
 MARKER_PREFIX = "txn-marker-"  # + "commit-" or "abort-": a transaction marker's placeholder file
 
@@ -199,7 +198,8 @@ class Reservations:
 
     # ---- the commits ----------------------------------------------------------
 
-    def _commit_txns(self, plan, files, deadline: Deadline):  # type: ignore[no-untyped-def]
+    def _commit_txns(self, plan: Callable[[], Any], files: Callable[[], list[Written]] | list[Written],
+                     deadline: Deadline) -> Any:
         """Put one commit of `plan()`'s SetTransactions (and `files`' adds) at the next version, retried on
         conflict with the plan made again on the refreshed snapshot. `plan` answers a final result instead
         when nothing is to be committed."""
@@ -215,7 +215,7 @@ class Reservations:
                     adds = [a for w in written for a in w.adds]
                     segments = [s for w in written for s in w.segments]
                     version = self._snapshot.version + 1
-                    metadata = {COMMIT_ID: uuid.uuid4().hex, "lakelog.transaction": True}
+                    metadata: dict[str, Any] = {COMMIT_ID: uuid.uuid4().hex, "lakelog.transaction": True}
                     try:
                         landed = self._sequencer.put(version, encode_commit(adds, txns, metadata,
                                                                             self.layout.partition_by))

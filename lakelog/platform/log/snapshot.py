@@ -28,7 +28,11 @@ from lakelog.platform.delta.delta_log import COMMIT_ID, appended, commit_info, c
 from lakelog.platform.delta.outside_commits import OutsideWatch, beyond_log_end
 from lakelog.platform.log.checkpoints import CHECKPOINT_INTERVAL
 from lakelog.platform.log.offsets import (
-    PARTITION_APP_PREFIX, TRANSACTIONAL_APP_ID, PartitionState, open_app_id, partition_app_id,
+    PARTITION_APP_PREFIX,
+    TRANSACTIONAL_APP_ID,
+    PartitionState,
+    open_app_id,
+    partition_app_id,
 )
 from lakelog.platform.log.producers import OtherWriters
 from lakelog.platform.segments.content_index import DataFile
@@ -154,8 +158,9 @@ class LogSnapshot:
             except FileNotFoundError:
                 commit = None
             # Other writers' commits are loaded through delta-rs, and checked there (outside_commits.py).
-            append = None if commit is None or COMMIT_ID not in commit_info(commit) else appended(commit)
-            segments = None if append is None else self._segments_of(append[0], commit_info(commit).get(COMMIT_SLICES))
+            info = None if commit is None else commit_info(commit)
+            append = None if commit is None or info is None or COMMIT_ID not in info else appended(commit)
+            segments = None if append is None or info is None else self._segments_of(append[0], info.get(COMMIT_SLICES))
             with self._lock:
                 if self._version + 1 != version:
                     continue

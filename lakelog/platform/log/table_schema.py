@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
-from deltalake import Schema
+from deltalake import DeltaTable, Schema
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.delta.delta_log import COMMIT_ID, ENGINE
@@ -98,7 +98,7 @@ class TableSchema:
         return typed, "its schema change kept conflicting with other writers' commits"
 
 
-def encode_schema_change(table, typed: pa.StructType, commit_id: str) -> bytes:  # type: ignore[no-untyped-def]
+def encode_schema_change(table: DeltaTable, typed: pa.StructType, commit_id: str) -> bytes:
     """A commit holding the table's metadata with the `value_typed` column set to `typed` (added last, or its
     type replaced): the other columns' schema text kept as it was."""
     metadata = table.metadata()

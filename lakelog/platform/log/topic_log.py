@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from concurrent.futures import Future
-from typing import Callable, ContextManager, Mapping
+from typing import Callable, ContextManager, Mapping, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,14 @@ from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta.checkpoint import CheckpointState, first_checkpoint
 from lakelog.platform.delta.delta_log import (
-    COMMIT_ID, DELTA_LOG, checkpoint_name, commit_name, commit_uri, encode_commit, encode_create, file_version,
+    COMMIT_ID,
+    DELTA_LOG,
+    checkpoint_name,
+    commit_name,
+    commit_uri,
+    encode_commit,
+    encode_create,
+    file_version,
 )
 from lakelog.platform.delta.outside_commits import OutsideWatch
 from lakelog.platform.delta.outside_repair import RepairedPartition
@@ -294,9 +301,12 @@ class TopicLog:
         self.checkpointer.close(timeout_s, lambda: not self.sequencer.abandoned and self.sequencer.commits > 0)
 
 
-def _started(work: Callable[[], bytes]) -> Future[bytes]:
+T = TypeVar("T")
+
+
+def _started(work: Callable[[], T]) -> Future[T]:
     """`work` on a thread of its own: its result, or its error, in the future."""
-    future: Future[bytes] = Future()
+    future: Future[T] = Future()
 
     def run() -> None:
         try:
