@@ -171,7 +171,7 @@ SLICES_SCHEMA = pa.schema([("path", pa.string()), *((name, pa.int64()) for name 
 
 
 def slices_table(slices: Iterable[SegmentFile]) -> pa.Table:
-    """Slices of shared files as a table, to cache beside the log (see log.TopicLog._save_slices)."""
+    """Slices of shared files as a table, to cache beside the log (`SlicesCache` below)."""
     rows = list(slices)
     return pa.table({name: [getattr(s, name) for s in rows] for name in SLICE_FIELDS}, schema=SLICES_SCHEMA)
 
