@@ -6,23 +6,24 @@ Under `subscribe`, the server keeps the member's read positions (and commits the
 poll when enable.auto.commit is on). So the client asks for more only when everything it was given has
 been handed to the application: what the server auto-commits has been consumed, as in Kafka.
 
-The class is put together from its parts: `consumer_membership.py` (join, heartbeats, rebalances),
-`consumer_fetch.py` (fetches, positions, seek), `consumer_commits.py`; its configuration and join
-request, pure, in `consumer_config.py`.
+The class is built from collaborators, each given what it needs: `consumer_membership.py` (join,
+heartbeats, rebalances), `consumer_fetch.py` (fetches, positions, seek), `consumer_commits.py`; the state
+they share in `consumer_state.py` (the member as the server knows it, under its lock; what the application
+holds, its thread's only); its configuration and join request, pure, in `consumer_config.py`. The
+application's thread calls it (a rebalance callback runs in it); close may come from another thread.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Mapping
 
 from lakelog.client.consumer_commits import Commits
-from lakelog.client.consumer_config import DEFAULTS, RESETS, STRATEGIES, TP, RebalanceCallback, join_body, tp_list
+from lakelog.client.consumer_config import DEFAULTS, RESETS, STRATEGIES, RebalanceCallback, join_body, tp_list
 from lakelog.client.consumer_fetch import Fetching
-from lakelog.client.consumer_membership import Membership
+from lakelog.client.consumer_membership import Membership, Told
+from lakelog.client.consumer_state import Handed, MemberState
 from lakelog.client.errors import INVALID_ARG, STATE, KafkaError, KafkaException
 from lakelog.client.http import Session, with_retries
 from lakelog.client.message import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition
@@ -31,7 +32,7 @@ from lakelog.client.producer import check_config
 __all__ = ["Consumer", "join_body"]
 
 
-class Consumer(Membership, Fetching, Commits):
+class Consumer:
     """`Consumer(url, {"group.id": "g", "auto.offset.reset": "earliest"})`, then subscribe() and poll()."""
 
     def __init__(self, url: str, config: Mapping[str, Any] | None = None, *, api_key: str | None = None) -> None:
@@ -44,43 +45,32 @@ class Consumer(Membership, Fetching, Commits):
             raise KafkaException(KafkaError(INVALID_ARG, f"auto.offset.reset {reset!r} or partition.assignment."
                                                          f"strategy {strategy!r} is not one lakelog knows"))
         self._reset, self._strategy = RESETS[reset], STRATEGIES[strategy]
-        self._cooperative = self._strategy == "cooperative-sticky"
         self._auto_commit = bool(self._config["enable.auto.commit"])
         self._group = self._config["group.id"]
-        self._url, self._api_key = url, api_key or self._config["api.key"]
+        self._api_key = api_key or self._config["api.key"]
         self._request_s = int(self._config["request.timeout.ms"]) / 1000
         self._api_timeout_s = int(self._config["default.api.timeout.ms"]) / 1000
         self._backoff_s = int(self._config["retry.backoff.ms"]) / 1000
-        self._session_s = int(self._config["session.timeout.ms"]) / 1000
         self._session = Session(url, self._api_key, self._request_s)
-        self._lock = threading.Lock()
-        self._beat_lock = threading.Lock()
-        self._mode: str | None = None
-        self._join_body: dict[str, Any] = {}
-        self._callbacks: dict[str, RebalanceCallback | None] = {}
-        # What the server said (written by whichever thread heartbeats, under _lock).
-        self._member_id: str | None = None
-        self._generation = -1
-        self._server_assignment: set[TP] | None = None
-        self._revoke_told: set[TP] = set()
-        self._told_at = 0.0
-        self._rejoin = False
-        # What the application has been told and handed (the application's thread only).
-        self._assignment: set[TP] = set()
-        self._buffer: deque[Message] = deque()
-        self._positions: dict[TP, int] = {}  # the next offset after what poll() handed out
-        self._polls = 0  # subscribe mode: the number of the last poll answer received (sent back as `after`)
-        self._poll_requests = 0  # subscribe mode: poll requests sent, numbered (`request`), never reset
-        self._skip: dict[TP, int] = {}  # subscribe mode: a forward seek, records below are dropped
-        self._fetch_at: dict[TP, int] = {}  # assign mode: the next offset to fetch
-        self._cursor = 0
-        self._given_up: set[TP] = set()  # partitions given up during the fetch in progress
-        self._last_auto_commit = time.monotonic()
+        self._mode: str | None = None  # "subscribe", "assign" or None (the application's thread)
         self._closed = False
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._heartbeat: threading.Thread | None = None
-        self._committer: ThreadPoolExecutor | None = None
+        new_session = partial(Session, url, self._api_key, self._request_s)
+        mode = lambda: self._mode  # noqa: E731
+        self._member = MemberState()  # what the server said (whichever thread heartbeats, under its lock)
+        self._handed = Handed()  # what the application has been told and handed (its thread only)
+        self._commits = Commits(
+            self._session, new_session, self._call, self._group, self._member, self._handed, mode, self._check_open,
+            api_timeout_s=self._api_timeout_s, backoff_s=self._backoff_s, on_commit=self._config["on_commit"],
+            auto_commit=self._auto_commit, auto_commit_interval_ms=self._config["auto.commit.interval.ms"])
+        self._membership = Membership(
+            self._session, new_session, self._call, self._group, self._member, self._handed, mode,
+            self._commits.commit_revoked, heartbeat_interval_ms=self._config["heartbeat.interval.ms"],
+            session_timeout_s=int(self._config["session.timeout.ms"]) / 1000,
+            cooperative=self._strategy == "cooperative-sticky", auto_commit=self._auto_commit)
+        self._fetching = Fetching(
+            self._session, self._call, self._group, self._member, self._handed, self._membership, mode,
+            reset=self._reset, max_poll_records=self._config["max.poll.records"],
+            fetch_max_bytes=self._config["fetch.max.bytes"], backoff_s=self._backoff_s, request_s=self._request_s)
 
     # ---- subscription and assignment -----------------------------------------------------
 
@@ -93,18 +83,21 @@ class Consumer(Membership, Fetching, Commits):
         if self._mode == "assign":
             raise KafkaException(KafkaError(STATE, "unassign() before subscribe()"))
         if self._mode == "subscribe":
-            self._leave()
-        self._join_body = join_body(self._config, self._reset, self._strategy, topics)
-        self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
+            self._membership.leave()
+        body = join_body(self._config, self._reset, self._strategy, topics)
+        self._membership.subscribe(body, {"assign": self._bound(on_assign), "revoke": self._bound(on_revoke),
+                                          "lost": self._bound(on_lost)})
         self._mode = "subscribe"
-        self._join()
-        if self._heartbeat is None:
-            self._heartbeat = threading.Thread(target=self._heartbeats, name="lakelog-heartbeat", daemon=True)
-            self._heartbeat.start()
+        self._membership.join()
+        self._membership.start_heartbeats()
+
+    def _bound(self, callback: RebalanceCallback | None) -> Told | None:
+        """A rebalance callback as membership calls it: this consumer, then the partitions."""
+        return None if callback is None else partial(callback, self)
 
     def unsubscribe(self) -> None:
         if self._mode == "subscribe":
-            self._leave()
+            self._membership.leave()
         self._mode = None
 
     def assign(self, partitions: list[TopicPartition]) -> None:
@@ -114,21 +107,22 @@ class Consumer(Membership, Fetching, Commits):
         if self._mode == "subscribe":
             raise KafkaException(KafkaError(STATE, "unsubscribe() before assign()"))
         self._mode = "assign"
-        self._assignment = set()
-        self._fetch_at.clear()
-        self._buffer.clear()
+        handed = self._handed
+        handed.assignment = set()
+        self._fetching.forget_fetch_offsets()
+        handed.buffer.clear()
         for tp in partitions:
-            self._assignment.add(tp.key())
+            handed.assignment.add(tp.key())
             if tp.offset >= 0 or tp.offset in (OFFSET_BEGINNING, OFFSET_END):
                 self.seek(tp)
 
     def unassign(self) -> None:
-        self._assignment, self._mode = set(), None
-        self._buffer.clear()
-        self._fetch_at.clear()
+        self._handed.assignment, self._mode = set(), None
+        self._handed.buffer.clear()
+        self._fetching.forget_fetch_offsets()
 
     def assignment(self) -> list[TopicPartition]:
-        return tp_list(self._assignment)
+        return tp_list(self._handed.assignment)
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -144,17 +138,38 @@ class Consumer(Membership, Fetching, Commits):
             raise KafkaException(KafkaError(STATE, "subscribe() or assign() first"))
         deadline = float("inf") if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            self._serve_group_changes()
-            self._maybe_auto_commit()
-            out = self._hand_out(num_messages)
+            self._membership.serve_group_changes()
+            self._commits.maybe_auto_commit()
+            out = self._handed.hand_out(num_messages)
             if out:
                 return out
             left = deadline - time.monotonic()
             if left <= 0:
                 return []
             wait = min(left, int(self._config["fetch.wait.max.ms"]) / 1000)
-            fetched = self._fetch_group(wait) if self._mode == "subscribe" else self._fetch_assigned(wait)
-            self._buffer.extend(fetched)  # after the fetch: it may have purged the buffer
+            fetching = self._fetching
+            fetched = fetching.fetch_group(wait) if self._mode == "subscribe" else fetching.fetch_assigned(wait)
+            self._handed.buffer.extend(fetched)  # after the fetch: it may have purged the buffer
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Read `partition` from its offset next. Assign mode: any offset. Subscribe mode: the server keeps
+        the group's positions and has no seek, so only forward (records below the offset are skipped)."""
+        self._fetching.seek(partition)
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return self._fetching.position(partitions)
+
+    def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
+        return self._fetching.committed(partitions, timeout)
+
+    # ---- commits -------------------------------------------------------------------------------
+
+    def commit(self, message: Message | None = None, offsets: list[TopicPartition] | None = None,
+               asynchronous: bool = True) -> list[TopicPartition] | None:
+        """Commit the message's next offset, the given offsets, or every position poll() handed out.
+        Synchronous: answers the committed offsets once durable (raises on failure). Asynchronous
+        (confluent-kafka's default): returns at once; `on_commit(err, partitions)` hears the outcome."""
+        return self._commits.commit(message, offsets, asynchronous)
 
     # ---- closing ------------------------------------------------------------------------------
 
@@ -164,24 +179,25 @@ class Consumer(Membership, Fetching, Commits):
             return
         try:
             if self._auto_commit and self._group and self._mode is not None:
-                self._final_commit()
+                self._commits.final_commit(self._membership.relearn)
             if self._mode == "subscribe":
-                self._leave()
+                self._membership.leave()
         finally:
             self._closed = True
-            self._stop.set()
-            self._wake.set()
-            if self._heartbeat is not None:
-                self._heartbeat.join(self._request_s + 1)
-            if self._committer is not None:
-                self._committer.shutdown(wait=True)
+            self._membership.stop(self._request_s + 1)
+            self._commits.close()
             self._session.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def _member_id(self) -> str | None:
+        """The member this consumer is in its group now (None outside one, or rejoining)."""
+        return self._member.member_id
 
     def _check_open(self) -> None:
         if self._closed:

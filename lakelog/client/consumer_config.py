@@ -1,11 +1,12 @@
 """The consumer's configuration and its join request, pure (no I/O): confluent-kafka's settings and
-their defaults, the auto.offset.reset and assignor names lakelog knows, `join_body`, `tp_list`.
+their defaults, the auto.offset.reset and assignor names lakelog knows, `join_body`, `group_path`, `tp_list`.
 """
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from urllib.parse import quote
 
 from lakelog.client.errors import INVALID_ARG, KafkaError, KafkaException
 from lakelog.client.message import TopicPartition
@@ -41,6 +42,13 @@ RESETS = {"earliest": "earliest", "smallest": "earliest", "beginning": "earliest
           "latest": "latest", "largest": "latest", "end": "latest", "none": "none", "error": "none"}
 STRATEGIES = {"range": "range", "roundrobin": "roundrobin", "cooperative-sticky": "cooperative-sticky"}
 MEMBER_GONE = frozenset({"UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"})
+
+
+def group_path(group: str | None) -> str:
+    """The group's resource path; needs group.id."""
+    if not group:
+        raise KafkaException(KafkaError(INVALID_ARG, "this needs group.id"))
+    return f"/v1/groups/{quote(group, safe='')}"
 
 
 def tp_list(keys: Iterable[TP], offsets: Mapping[TP, int] | None = None) -> list[TopicPartition]:

@@ -1,80 +1,107 @@
 """The consumer's reading: poll answers handed out in order, a group member's fetch (the server keeps
 its positions), assign mode's fetch from the client's own positions, offsets listed and committed,
-`seek` and `position`, the buffer of fetched records not handed out yet.
+`seek` and `position`. The buffer of fetched records not handed out yet is the application's
+(`consumer_state.Handed`).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 from urllib.parse import quote
 
-from lakelog.client.consumer_config import MEMBER_GONE, TP
+from lakelog.client.consumer_config import MEMBER_GONE, TP, group_path
+from lakelog.client.consumer_membership import Membership
+from lakelog.client.consumer_state import Handed, MemberState
 from lakelog.client.errors import INVALID_ARG, NOT_IMPLEMENTED, STATE, KafkaError, KafkaException
+from lakelog.client.http import Session
 from lakelog.client.message import OFFSET_BEGINNING, OFFSET_END, Message, TopicPartition, from_fetched
 
 
 class Fetching:
-    """Consumer's reading (a part of `Consumer`: its state is set up in `Consumer.__init__`)."""
+    """The consumer's reading.
 
-    def _hand_out(self, limit: int) -> list[Message]:
-        out: list[Message] = []
-        while self._buffer and len(out) < limit:
-            message = self._buffer.popleft()
-            tp = (message.topic(), message.partition())
-            if message.offset() < self._skip.get(tp, -1):
-                continue
-            self._positions[tp] = message.offset() + 1
-            out.append(message)
-        return out
+    Thread contract: the application's thread only (poll, consume, seek, position, committed, assign),
+    so no lock: its own state is assign mode's (`_fetch_at`, `_cursor`) and the poll requests' count.
+    It reads and fills what the application holds (`handed`), reads the member (`member`, whose changes
+    are under its own lock), and has `membership` heartbeat and serve the group's changes when a poll
+    answer shows a rebalance.
+    """
 
-    def _fetch_group(self, wait_s: float) -> list[Message]:
-        member = self._member_id
+    def __init__(self, session: Session, call: Callable[..., Any], group: str | None, member: MemberState,
+                 handed: Handed, membership: Membership, mode: Callable[[], str | None], *, reset: str,
+                 max_poll_records: Any, fetch_max_bytes: Any, backoff_s: float, request_s: float) -> None:
+        """`session`: the application thread's HTTP session; `call(method, path, ...)`: a request retried up
+        to default.api.timeout.ms; `mode()`: "subscribe", "assign" or None; `reset`: auto.offset.reset;
+        `max_poll_records`, `fetch_max_bytes`: the settings as configured (read as numbers at each fetch)."""
+        self._session = session
+        self._call = call
+        self._group = group
+        self._member = member
+        self._handed = handed
+        self._membership = membership
+        self._mode = mode
+        self._reset = reset
+        self._max_poll_records = max_poll_records
+        self._fetch_max_bytes = fetch_max_bytes
+        self._backoff_s = backoff_s
+        self._request_s = request_s
+        self._poll_requests = 0  # subscribe mode: poll requests sent, numbered (`request`), never reset
+        self._fetch_at: dict[TP, int] = {}  # assign mode: the next offset to fetch
+        self._cursor = 0
+
+    def forget_fetch_offsets(self) -> None:
+        """Assign mode: fetch every partition from its start again (a new assignment)."""
+        self._fetch_at.clear()
+
+    def fetch_group(self, wait_s: float) -> list[Message]:
+        member = self._member.member_id
         if member is None:
-            self._rejoin = True
+            self._member.ask_rejoin()
             time.sleep(min(self._backoff_s, wait_s))
             return []
         self._poll_requests += 1  # a request given up on may reach the coordinator after this one: it is stale
-        params = {"max_records": int(self._config["max.poll.records"]), "timeout_ms": int(wait_s * 1000),
-                  "key_format": "base64", "value_format": "base64", "after": self._polls,
+        params = {"max_records": int(self._max_poll_records), "timeout_ms": int(wait_s * 1000),
+                  "key_format": "base64", "value_format": "base64", "after": self._member.polls,
                   "request": self._poll_requests}
-        if self._config["fetch.max.bytes"]:
-            params["max_bytes"] = int(self._config["fetch.max.bytes"])
-        self._given_up.clear()
+        if self._fetch_max_bytes:
+            params["max_bytes"] = int(self._fetch_max_bytes)
+        handed = self._handed
+        handed.given_up.clear()
         try:
-            answer = self._session.request("GET", f"{self._group_path()}/members/{quote(member, safe='')}/records",
-                                           params=params, timeout_s=wait_s + self._request_s)
+            path = f"{group_path(self._group)}/members/{quote(member, safe='')}/records"
+            answer = self._session.request("GET", path, params=params, timeout_s=wait_s + self._request_s)
         except KafkaException as exc:
             return self._fetch_failed(exc.args[0], wait_s)
-        self._polls = answer.get("poll", 0)
-        if answer.get("generation") is not None and answer["generation"] != self._generation:
-            self._beat(self._session)  # a rebalance happened: learn the assignment before handing anything out
+        self._member.polls = answer.get("poll", 0)
+        if answer.get("generation") is not None and answer["generation"] != self._member.generation:
+            self._membership.beat(self._session)  # a rebalance happened: learn the assignment before handing out
         messages = [from_fetched(r) for r in answer["records"]]
-        if any((m.topic(), m.partition()) not in self._assignment for m in messages):
-            self._beat(self._session)
-        self._serve_group_changes()
+        if any((m.topic(), m.partition()) not in handed.assignment for m in messages):
+            self._membership.beat(self._session)
+        self._membership.serve_group_changes()
         # Records of partitions given up meanwhile were committed up to what was handed out: their new
         # owner reads them from there.
-        return [m for m in messages if (m.topic(), m.partition()) not in self._given_up]
+        return [m for m in messages if (m.topic(), m.partition()) not in handed.given_up]
 
     def _fetch_failed(self, error: KafkaError, wait_s: float) -> list[Message]:
         if error.code() in MEMBER_GONE:
-            with self._lock:
-                self._rejoin = True
+            self._member.ask_rejoin()
             return []
         if error.retriable():
             time.sleep(min(self._backoff_s, wait_s))
             return []
         raise KafkaException(error)
 
-    def _fetch_assigned(self, wait_s: float) -> list[Message]:
+    def fetch_assigned(self, wait_s: float) -> list[Message]:
         """Assign mode: each partition in turn from the client's own positions; the last one long-polls."""
-        plan = sorted(self._assignment)
+        plan = sorted(self._handed.assignment)
         if not plan:
             time.sleep(wait_s)
             return []
         self._cursor = (self._cursor + 1) % len(plan)
         plan = plan[self._cursor:] + plan[:self._cursor]
-        share = max(int(self._config["max.poll.records"]) // len(plan), 1)
+        share = max(int(self._max_poll_records) // len(plan), 1)
         for i, tp in enumerate(plan):
             last = i == len(plan) - 1
             try:
@@ -115,7 +142,8 @@ class Fetching:
         """Read `partition` from its offset next. Assign mode: any offset. Subscribe mode: the server keeps
         the group's positions and has no seek, so only forward (records below the offset are skipped)."""
         tp = partition.key()
-        if tp not in self._assignment:
+        handed = self._handed
+        if tp not in handed.assignment:
             raise KafkaException(KafkaError(STATE, f"{tp[0]}-{tp[1]} is not assigned to this consumer"))
         offset = partition.offset
         if offset == OFFSET_BEGINNING:
@@ -124,20 +152,21 @@ class Fetching:
             offset = self._list_offset(tp, "latest")
         if offset < 0:
             raise KafkaException(KafkaError(INVALID_ARG, f"cannot seek to offset {partition.offset}"))
-        self._drop_buffered({tp})
-        if self._mode == "assign":
+        handed.drop_buffered({tp})
+        if self._mode() == "assign":
             self._fetch_at[tp] = offset
-            self._positions[tp] = offset
+            handed.positions[tp] = offset
             return
-        position = self._positions.get(tp)
+        position = handed.positions.get(tp)
         if position is not None and offset < position:
             raise KafkaException(KafkaError(NOT_IMPLEMENTED, "the server keeps a group member's positions and has "
                                                              "no seek: subscribe mode seeks forward only"))
-        self._skip[tp] = offset
-        self._positions[tp] = offset
+        handed.skip[tp] = offset
+        handed.positions[tp] = offset
 
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(tp.topic, tp.partition, self._positions.get(tp.key(), -1001)) for tp in partitions]
+        positions = self._handed.positions
+        return [TopicPartition(tp.topic, tp.partition, positions.get(tp.key(), -1001)) for tp in partitions]
 
     def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
         found = self._committed_offsets()
@@ -145,15 +174,9 @@ class Fetching:
 
     def _committed_offsets(self) -> dict[TP, int]:
         try:
-            answer = self._call("GET", f"{self._group_path()}/offsets")
+            answer = self._call("GET", f"{group_path(self._group)}/offsets")
         except KafkaException as exc:
             if exc.args[0].status() == 404:
                 return {}
             raise
         return {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
-
-    def _drop_buffered(self, partitions: set[TP]) -> None:
-        """Forget fetched, not handed out records of these partitions (in place: one buffer for good)."""
-        kept = [m for m in self._buffer if (m.topic(), m.partition()) not in partitions]
-        self._buffer.clear()
-        self._buffer.extend(kept)
