@@ -65,14 +65,14 @@ def _invalid_replication_factor(message: str) -> KafkaProtocolError:
     return KafkaProtocolError(message, CODES["INVALID_REPLICATION_FACTOR"])
 
 
-def _duplicate(kind: str, name: Any) -> InvalidRequest:
+def duplicate_in_request(kind: str, name: Any) -> InvalidRequest:
     return InvalidRequest(f"{kind} {name!r} appears more than once in the request")
 
 
 Outcome = tuple[Any, BaseException | None]  # what an item's action answered, or the error that refused it
 
 
-async def _each(items: Sequence[Any], key: Callable[[Any], Any], kind: str,
+async def each_item(items: Sequence[Any], key: Callable[[Any], Any], kind: str,
                 act: Callable[[Any], Awaitable[Any]]) -> list[Outcome]:
     """`act` on every item of a request, each with its own outcome. An item named more than once in one
     request is refused every time (INVALID_REQUEST), as Kafka does, and never acted on."""
@@ -81,14 +81,14 @@ async def _each(items: Sequence[Any], key: Callable[[Any], Any], kind: str,
     for item in items:
         try:
             if key(item) in repeated:
-                raise _duplicate(kind, key(item))
+                raise duplicate_in_request(kind, key(item))
             outcomes.append((await act(item), None))
         except Exception as exc:
             outcomes.append((None, exc))
     return outcomes
 
 
-def _codes(error: BaseException | None) -> dict[str, Any]:
+def answer_codes(error: BaseException | None) -> dict[str, Any]:
     """The error_code and error_message fields of an item's answer."""
     if error is None:
         return {"error_code": 0, "error_message": None}
@@ -164,7 +164,7 @@ def _current_topics(broker: Broker, names: Iterable[str]) -> dict[str, TopicMeta
     return found
 
 
-def _current_topic(broker: Broker, name: str) -> TopicMeta:
+def current_topic(broker: Broker, name: str) -> TopicMeta:
     meta = _current_topics(broker, [name])[name]
     if isinstance(meta, LakelogError):
         raise meta
@@ -176,10 +176,11 @@ def _current_topic(broker: Broker, name: str) -> TopicMeta:
 
 async def create_topics(context: Context, call: Call) -> CreateTopicsResponse:
     request = call.body
-    outcomes = await _each(request.topics, lambda t: t.name, "topic",
+    outcomes = await each_item(request.topics, lambda t: t.name, "topic",
                            lambda t: _create_topic(context, t, request.validate_only))
     results = [_created(meta) if error is None else
-               CreatedTopic(name=topic.name, num_partitions=-1, replication_factor=-1, configs=None, **_codes(error))
+               CreatedTopic(name=topic.name, num_partitions=-1, replication_factor=-1, configs=None,
+                            **answer_codes(error))
                for topic, (meta, error) in zip(request.topics, outcomes)]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -207,7 +208,7 @@ def _requested_config(configs: Iterable[Any]) -> dict[str, str]:
     values: dict[str, str] = {}
     for entry in configs:
         if entry.name in values:
-            raise _duplicate("config", entry.name)
+            raise duplicate_in_request("config", entry.name)
         if entry.value is None:
             raise InvalidConfig(f"config {entry.name!r} has a null value; leave it out for its default")
         values[entry.name] = entry.value
@@ -255,8 +256,8 @@ def _created(meta: TopicMeta) -> CreatedTopic:
 
 async def delete_topics(context: Context, call: Call) -> DeleteTopicsResponse:
     names = call.body.topic_names  # v6 names topics by id too: not served (lakelog has no topic ids)
-    outcomes = await _each(names, lambda name: name, "topic", lambda name: _delete_topic(context, name))
-    results = [DeletedTopic(name=name, **_codes(error)) for name, (_, error) in zip(names, outcomes)]
+    outcomes = await each_item(names, lambda name: name, "topic", lambda name: _delete_topic(context, name))
+    results = [DeletedTopic(name=name, **answer_codes(error)) for name, (_, error) in zip(names, outcomes)]
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
@@ -273,9 +274,9 @@ async def _delete_topic(context: Context, name: str) -> None:
 
 async def create_partitions(context: Context, call: Call) -> CreatePartitionsResponse:
     request = call.body
-    outcomes = await _each(request.topics, lambda t: t.name, "topic",
+    outcomes = await each_item(request.topics, lambda t: t.name, "topic",
                            lambda t: _add_partitions(context, t, request.validate_only))
-    results = [PartitionsResult(name=topic.name, **_codes(error))
+    results = [PartitionsResult(name=topic.name, **answer_codes(error))
                for topic, (_, error) in zip(request.topics, outcomes)]
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
@@ -295,7 +296,7 @@ async def _add_partitions(context: Context, topic: Any, validate_only: bool) -> 
 
 def _validate_partitions(broker: Broker, name: str, total: int) -> None:
     validate_partitions(total)
-    meta = _current_topic(broker, name)
+    meta = current_topic(broker, name)
     if total <= meta.partitions:
         raise InvalidPartitions(f"topic {name!r} has {meta.partitions} partitions; the new count must be larger, "
                                 f"got {total}")
@@ -316,7 +317,7 @@ async def describe_configs(context: Context, call: Call) -> DescribeConfigsRespo
         except Exception as exc:
             configs, error = [], exc
         results.append(DescribedResource(resource_type=resource.resource_type, resource_name=resource.resource_name,
-                                         configs=configs, **_codes(error)))
+                                         configs=configs, **answer_codes(error)))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
@@ -356,9 +357,9 @@ def _described(entry: ConfigEntry, synonyms: bool) -> DescribedConfig:
 
 async def incremental_alter_configs(context: Context, call: Call) -> IncrementalAlterConfigsResponse:
     request = call.body
-    outcomes = await _each(request.resources, lambda r: (r.resource_type, r.resource_name), "config resource",
+    outcomes = await each_item(request.resources, lambda r: (r.resource_type, r.resource_name), "config resource",
                            lambda r: _alter_resource(context, r, request.validate_only))
-    results = [AlteredResource(resource_type=r.resource_type, resource_name=r.resource_name, **_codes(error))
+    results = [AlteredResource(resource_type=r.resource_type, resource_name=r.resource_name, **answer_codes(error))
                for r, (_, error) in zip(request.resources, outcomes)]
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
 
@@ -384,10 +385,10 @@ async def _alter_resource(context: Context, resource: Any, validate_only: bool) 
 def _alter_topic(broker: Broker, name: str, operations: list[Any], validate_only: bool) -> None:
     """APPEND and SUBTRACT apply to the value read here: a concurrent change of the same list key between
     this read and the commit is overwritten (other keys are merged by the catalog's compare-and-set)."""
-    meta = _current_topic(broker, name)
+    meta = current_topic(broker, name)
     changes = _changes(meta.config, operations)
     if validate_only:
-        _validate_alter(meta, changes)
+        validate_alter(meta, changes)
     elif changes:  # no operations: nothing to change, and the catalog refuses an empty change
         broker.alter_topic_config(name, changes)
 
@@ -397,7 +398,7 @@ def _changes(config: TopicConfig, operations: list[Any]) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     for op in operations:
         if op.name in changes:
-            raise _duplicate("config", op.name)
+            raise duplicate_in_request("config", op.name)
         if op.name not in KNOWN_KEYS:
             raise InvalidConfig(f"unknown config key {op.name!r}; known keys: {', '.join(sorted(KNOWN_KEYS))}")
         changes[op.name] = _applied(op, current[op.name])
@@ -428,7 +429,7 @@ def _items(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def _validate_alter(meta: TopicMeta, changes: Mapping[str, Any]) -> None:
+def validate_alter(meta: TopicMeta, changes: Mapping[str, Any]) -> None:
     """What the catalog's alter_config checks, without committing."""
     altered = meta.config.altered(changes)
     if altered.replication_factor != meta.config.replication_factor:

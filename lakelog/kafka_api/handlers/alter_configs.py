@@ -19,12 +19,12 @@ from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.handlers.admin import (  # the same per-item machinery as the other config APIs
     DEFAULTS,
     READ_ONLY_KEYS,
-    _codes,
-    _current_topic,
-    _duplicate,
-    _each,
-    _validate_alter,
     alterable_topic,
+    answer_codes,
+    current_topic,
+    duplicate_in_request,
+    each_item,
+    validate_alter,
 )
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
@@ -37,9 +37,9 @@ AlteredResource: TypeAlias = AlterConfigsResponse.AlterConfigsResourceResponse
 
 async def alter_configs(context: Context, call: Call) -> AlterConfigsResponse:
     request = call.body
-    outcomes = await _each(request.resources, lambda r: (r.resource_type, r.resource_name), "config resource",
+    outcomes = await each_item(request.resources, lambda r: (r.resource_type, r.resource_name), "config resource",
                            lambda r: _replace(context, r, request.validate_only))
-    results = [AlteredResource(resource_type=r.resource_type, resource_name=r.resource_name, **_codes(error))
+    results = [AlteredResource(resource_type=r.resource_type, resource_name=r.resource_name, **answer_codes(error))
                for r, (_, error) in zip(request.resources, outcomes)]
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)
 
@@ -57,7 +57,7 @@ def replaced_config(entries: Iterable[Any]) -> dict[str, Any]:
     given: dict[str, str | None] = {}
     for entry in entries:
         if entry.name in given:
-            raise _duplicate("config", entry.name)
+            raise duplicate_in_request("config", entry.name)
         if entry.name not in KNOWN_KEYS:
             raise InvalidConfig(f"unknown config key {entry.name!r}; known keys: {', '.join(sorted(KNOWN_KEYS))}")
         given[entry.name] = entry.value
@@ -68,6 +68,6 @@ def replaced_config(entries: Iterable[Any]) -> dict[str, Any]:
 
 def _apply(broker: Broker, name: str, config: dict[str, Any], validate_only: bool) -> None:
     if validate_only:
-        _validate_alter(_current_topic(broker, name), config)
+        validate_alter(current_topic(broker, name), config)
     else:
         broker.alter_topic_config(name, config)

@@ -2,10 +2,11 @@
 
 A Delta reader reads version v of a table from its commit files (from a checkpoint at or before v) and the
 data files v references. lakelog deletes both on its own schedule: the commit files once a checkpoint made
-at least LOG_KEPT_S ago covers them and 100 newer versions exist (`Checkpointer._clean_log`, log/checkpoints.py), and removed data
-files once they were removed longer ago than the topic's `file.delete.delay.ms` (the vacuum job). The
-table's properties advertise exactly that, in Delta's own terms, so a reader (and a Delta engine's own
-VACUUM, which honours `delta.deletedFileRetentionDuration`) can rely on them:
+at least LOG_KEPT_S ago covers them and 100 newer versions exist (`Checkpointer._clean_log`,
+log/checkpoints.py), and removed data files once they were removed longer ago than the topic's
+`file.delete.delay.ms` (the vacuum job). The table's properties advertise exactly that, in Delta's own
+terms, so a reader (and a Delta engine's own VACUUM, which honours `delta.deletedFileRetentionDuration`)
+can rely on them:
 
 - `delta.logRetentionDuration`: LOG_KEPT_S. The count of versions kept on top of it is not expressible as
   a duration, so only the time bound is advertised.

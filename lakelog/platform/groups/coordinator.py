@@ -324,10 +324,11 @@ class GroupCoordinator:
             committed = dict(group.committed)
             owned = {tp for m in members for tp in m.assignment + m.revoking}
             generation, assignor = group.generation, group.assignor
-            if group.kafka_members:
-                members = classic_members(group.classic, now)  # type: ignore[arg-type]
+            classic = group.active_classic
+            if classic is not None:
+                members = classic_members(classic, now)
                 owned = {tp for m in members for tp in m.assignment}
-                generation, assignor = group.classic.generation, group.classic.protocol_name  # type: ignore
+                generation, assignor = classic.generation, classic.protocol_name
             view = GroupView(group_id, group.state, generation, assignor, members, committed, {})
         view.lag.update(self._lag(committed, owned))
         return view

@@ -81,9 +81,9 @@ class Offsets:
                     f"unknown partition {partition} of topic {topic!r} (partitions 0..{count - 1})")
         with self._lock:
             group = self._membership.groups.get(group_id)
-            if group is not None and group.kafka_members:
-                group.classic.check_commit(member_id or "", generation, group_instance_id,  # type: ignore[union-attr]
-                                           self._clock())
+            classic = group.active_classic if group is not None else None
+            if classic is not None:
+                classic.check_commit(member_id or "", generation, group_instance_id, self._clock())
             elif member_id:
                 group, member = self._membership.member(group_id, member_id)
                 if generation != group.generation:
@@ -205,7 +205,7 @@ class Offsets:
             group = known_group(self._membership, group_id)
             subscribed = admin.subscribed_topics(group)
         if subscribed is None:
-            protocol_type = group.classic.protocol_type  # type: ignore[union-attr]
+            protocol_type = group.classic.protocol_type if group.classic is not None else None
             raise NonEmptyGroup(f"group {group_id!r} has members of protocol type {protocol_type!r}; "
                                 "its offsets can be deleted once it is empty")
         refused = {tp: GroupSubscribedToTopic(f"group {group_id!r} has active members subscribed to topic {tp[0]!r}")
@@ -216,8 +216,9 @@ class Offsets:
             self.store.delete_offsets(group_id, chosen)
             with self._lock:
                 kept = self._membership.groups.get(group_id)
-                for tp in chosen if kept is not None else ():
-                    kept.committed.pop(tp, None)  # type: ignore[union-attr]
+                if kept is not None:
+                    for tp in chosen:
+                        kept.committed.pop(tp, None)
         return {tp: refused.get(tp) for tp in partitions}
 
     def forget_topic(self, topic: str) -> None:

@@ -111,7 +111,12 @@ class Group:
 
     @property
     def kafka_members(self) -> bool:
-        return self.classic is not None and not self.classic.empty
+        return self.active_classic is not None
+
+    @property
+    def active_classic(self) -> ClassicGroup | None:
+        """The classic group while it has members (Kafka clients'), else None."""
+        return self.classic if self.classic is not None and not self.classic.empty else None
 
     @property
     def state(self) -> str:
