@@ -111,7 +111,7 @@ class KafkaSettings(BaseModel):
     kafka_cluster_id: str = Field("lakelog", description="The cluster id Kafka clients are told")
     kafka_tls_cert_file: str | None = Field(None, description="PEM certificate (chain): TLS on the Kafka listener")
     kafka_tls_key_file: str | None = Field(None, description="PEM private key of the certificate")
-    # Topics created on first use, with Kafka's names and defaults (platform/catalog/auto_create.py)
+    # Topics created on first use, with Kafka's names and defaults (platform/broker/auto_create.py)
     auto_create_topics_enable: bool = Field(True, description="auto.create.topics.enable: a Metadata request "
                                             "that allows it, or an HTTP produce, creates a missing topic")
     num_partitions: int = Field(1, ge=1, le=10_000, description="num.partitions: partitions of a topic created "

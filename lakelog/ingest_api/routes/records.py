@@ -19,7 +19,7 @@ from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
-from lakelog.platform.catalog import auto_create
+from lakelog.platform.broker import auto_create
 from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import UnknownTopicOrPartition
 from lakelog.platform.records import FetchResult, ProducerBatch, ProduceResult

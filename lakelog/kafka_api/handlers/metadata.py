@@ -13,7 +13,7 @@ from lakelog.kafka_api.handlers import offsets_topic
 from lakelog.kafka_api.handlers.cluster import cluster_operations  # v8-v10 answer them (librdkafka asks)
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
-from lakelog.platform.catalog import auto_create
+from lakelog.platform.broker import auto_create
 from lakelog.platform.catalog.catalog import TopicMeta, missing_topic
 from lakelog.platform.errors import TopicAlreadyExists
 

@@ -16,10 +16,10 @@ from typing import Callable
 
 import pyarrow as pa
 
-from lakelog.platform.broker.tail_cache import Chunk, contiguous
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.journal.objects import Entry
 from lakelog.platform.journal.pacing import Due
+from lakelog.platform.log.tail_cache import Chunk, contiguous
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 from deltalake.transaction import Transaction
 
-from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta.delta_log import COMMIT_ID, PRODUCER_IDS, encode_commit
 from lakelog.platform.errors import OffsetsMoved, StorageWriteFailed, UnknownTopicOrPartition
@@ -34,6 +33,7 @@ from lakelog.platform.log.read import Footers
 from lakelog.platform.log.sequencer import Sequencer
 from lakelog.platform.log.snapshot import COMMIT_SLICES, LogSnapshot
 from lakelog.platform.log.table_schema import TableSchema
+from lakelog.platform.log.tail_cache import TailCache
 from lakelog.platform.segments.index import SegmentFile, slices_to_commit
 from lakelog.platform.segments.segment import TableLayout, Written, write_segments
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable

@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.errors import OffsetOutOfRange
 from lakelog.platform.log.producers import CONTENT_COLUMNS, PRODUCER_COLUMNS
 from lakelog.platform.log.snapshot import LogSnapshot
+from lakelog.platform.log.tail_cache import TailCache
 from lakelog.platform.segments.index import SegmentFile
 from lakelog.platform.segments.segment import read_file, read_offsets
 from lakelog.platform.storage import Storage

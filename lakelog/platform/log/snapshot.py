@@ -21,7 +21,6 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, Transaction
 
-from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta.checkpoint import Append, CheckpointState
 from lakelog.platform.delta.delta_log import COMMIT_ID, appended, commit_info, commit_uri, committed_producers
@@ -35,6 +34,7 @@ from lakelog.platform.log.offsets import (
     partition_app_id,
 )
 from lakelog.platform.log.producers import OtherWriters
+from lakelog.platform.log.tail_cache import TailCache
 from lakelog.platform.segments.content_index import DataFile
 from lakelog.platform.segments.file_slices import FileSlices
 from lakelog.platform.segments.file_stats import holds_several_partitions, segment_of

@@ -24,7 +24,6 @@ import pyarrow as pa
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction
 
-from lakelog.platform.broker.tail_cache import TailCache
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.delta.checkpoint import CheckpointState, first_checkpoint
 from lakelog.platform.delta.delta_log import (
@@ -52,6 +51,7 @@ from lakelog.platform.log.reservations import Reservations, StagedBatch
 from lakelog.platform.log.sequencer import Sequencer
 from lakelog.platform.log.snapshot import LogSnapshot
 from lakelog.platform.log.table_schema import TableSchema
+from lakelog.platform.log.tail_cache import TailCache
 from lakelog.platform.log.time_index import TimeIndex
 from lakelog.platform.records import Marker
 from lakelog.platform.segments.file_slices import FileSlices

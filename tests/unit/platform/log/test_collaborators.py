@@ -10,7 +10,7 @@ import uuid
 import pytest
 from deltalake.transaction import Transaction
 
-from lakelog.platform.broker.tail_cache import TailCache
+from lakelog.platform.log.tail_cache import TailCache
 from lakelog.platform.delta.checkpoint import CheckpointState
 from lakelog.platform.delta.delta_log import COMMIT_ID, PRODUCER_IDS, commit_uri, encode_commit
 from lakelog.platform.delta.outside_commits import OutsideWatch

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakelog.platform.catalog import auto_create
+from lakelog.platform.broker import auto_create
 from lakelog.platform.acl import CLUSTER, Authorizer, TopicAuthorizationFailed
 from lakelog.platform.catalog.catalog import TopicMeta
 from lakelog.platform.errors import InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition

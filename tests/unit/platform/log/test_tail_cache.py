@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.platform.broker.tail_cache import TailCache
+from lakelog.platform.log.tail_cache import TailCache
 
 
 def records(start: int, count: int) -> pa.Table:
