@@ -85,6 +85,12 @@ class GroupSettings(BaseModel):
     group_min_session_timeout_ms: int = Field(1000, ge=1, description="group.min.session.timeout.ms")
     group_max_session_timeout_ms: int = Field(1_800_000, ge=1, description="group.max.session.timeout.ms")
     offsets_commit_linger_ms: int = Field(2, ge=0, description="How long the offsets writer waits to batch commits")
+    # KIP-848's consumer groups (group.protocol=consumer): the coordinator sets both for its members
+    group_consumer_session_timeout_ms: int = Field(
+        45_000, ge=1, description="group.consumer.session.timeout.ms: a consumer-protocol member silent this long "
+        "is removed")
+    group_consumer_heartbeat_interval_ms: int = Field(
+        5_000, ge=1, description="group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat")
 
 
 class ClusterSettings(BaseModel):

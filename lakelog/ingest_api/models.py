@@ -268,6 +268,8 @@ class MemberDescription(Strict):
 class GroupDescription(Strict):
     group: str
     state: str
+    type: str = Field("classic", description="Kafka's group type: \"consumer\" for a group of "
+                      "group.protocol=consumer members (KIP-848), else \"classic\" (HTTP groups included)")
     generation: int
     assignor: str | None
     members: list[MemberDescription]

@@ -75,6 +75,10 @@ CODES: dict[str, int] = {
     "PRODUCER_FENCED": 90,
     "UNKNOWN_TOPIC_ID": 100,
     "TRANSACTIONAL_ID_NOT_FOUND": 105,
+    "FENCED_MEMBER_EPOCH": 110,
+    "UNRELEASED_INSTANCE_ID": 111,
+    "UNSUPPORTED_ASSIGNOR": 112,
+    "STALE_MEMBER_EPOCH": 113,
     "UNSUPPORTED_ENDPOINT_TYPE": 115,
 }
 # lakelog errors without a Kafka counterpart of the same name.

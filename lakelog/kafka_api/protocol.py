@@ -27,6 +27,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from lakelog.kafka_api import messages  # noqa: F401  (registers KIP-848's messages, which kafka-python lacks)
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
 
 # (lowest, highest) version served, per API: Kafka 3.9's ranges, capped where noted.
@@ -69,6 +70,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TxnOffsetCommit: (0, 3),  # v4 adds TRANSACTION_ABORTABLE
     ApiKey.DescribeTransactions: (0, 0),
     ApiKey.ListTransactions: (0, 1),
+    ApiKey.ConsumerGroupHeartbeat: (0, 1),  # KIP-848 (group.protocol=consumer): lakelog/kafka_api/messages
+    ApiKey.ConsumerGroupDescribe: (0, 1),
 }
 UNSUPPORTED_VERSION = CODES["UNSUPPORTED_VERSION"]
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes

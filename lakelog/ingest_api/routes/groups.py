@@ -175,7 +175,8 @@ async def describe_group(group: GroupId, services: Svc, principal: Principal) ->
     view = await blocking(services.coordinator.describe, group)
     visible = describable(services, principal)
     return GroupDescription(
-        group=view.group, state=view.state, generation=view.generation, assignor=view.assignor,
+        group=view.group, state=view.state, type=view.group_type, generation=view.generation,
+        assignor=view.assignor,
         members=[MemberDescription(member_id=m.member_id, group_instance_id=m.group_instance_id,
                                    assignment=tps([tp for tp in m.assignment if visible(tp[0])]),
                                    revoking=tps([tp for tp in m.revoking if visible(tp[0])]),

@@ -13,6 +13,7 @@ from lakelog.kafka_api.handlers import (
     admin,
     alter_configs,
     cluster,
+    consumer_groups,
     fetch,
     groups,
     metadata,
@@ -64,4 +65,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeAcls: acls.describe_acls,
     ApiKey.CreateAcls: acls.create_acls,
     ApiKey.DeleteAcls: acls.delete_acls,
+    ApiKey.ConsumerGroupHeartbeat: consumer_groups.consumer_group_heartbeat,
+    ApiKey.ConsumerGroupDescribe: consumer_groups.consumer_group_describe,
 }

@@ -218,12 +218,12 @@ def _committed(context: Context, group: str) -> dict:
 async def list_groups(context: Context, call: Call) -> ListGroupsResponse:
     states = set(call.body.states_filter or []) if call.version >= 4 else set()
     types = {t.lower() for t in call.body.types_filter or []} if call.version >= 5 else set()
-    if types and "classic" not in types:  # v5 (KIP-848): every lakelog group is of Kafka's classic type
-        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[])
+    kinds = context.services.coordinator.group_types()  # KIP-848's groups "consumer", the others "classic"
     groups = [ListGroupsResponse.ListedGroup(group_id=g, protocol_type="consumer", group_state=state,
-                                             group_type="classic")
+                                             group_type=kinds.get(g, "classic"))
               for g, state in context.services.coordinator.list_groups()
-              if context.allowed("describe", "group", g) and (not states or state in states)]
+              if context.allowed("describe", "group", g) and (not states or state in states)
+              and (not types or kinds.get(g, "classic") in types)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 

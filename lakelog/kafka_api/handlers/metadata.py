@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, TypeAlias
 
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
@@ -35,16 +36,32 @@ async def metadata(context: Context, call: Call) -> MetadataResponse:
         names = [n for n in sorted(known) if context.allowed("describe", "topic", n)]  # the caller may describe
         names += offsets_topic.listed(context, known)  # Kafka lists its internal topic too
     else:
-        names = [t.name for t in request.topics]
+        names = [t.name for t in request.topics if t.name is not None]
         if _auto_creates(context, call):
             known.update(await blocking(_create_missing, context, [n for n in names if n not in known]))
-    topics = [_topic(context, name, known.get(name)) for name in names]
+    topics = [_topic(context, name, known.get(name)) for name in names] if request.topics is None or not \
+        request.topics else [_asked(context, t, known) for t in request.topics]
     local = nodes.local(context)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=None) for b in nodes.brokers(context)],
         cluster_id=context.services.settings.kafka_cluster_id, controller_id=local.broker_id, topics=topics,
         authorized_operations=cluster_operations(context) if request.include_cluster_authorized_operations else None)
+
+
+def _asked(context: Context, asked: Any, known: dict[str, TopicMeta | Exception]) -> Topic:
+    """One topic the request names, by name or (v10+, name null) by its topic id alone."""
+    if asked.name is not None:
+        return _topic(context, asked.name, known.get(asked.name))
+    for meta in known.values():
+        if isinstance(meta, TopicMeta) and meta.topic_id == asked.topic_id:
+            return _topic(context, meta.name, meta)
+    return _unknown_id(asked.topic_id)
+
+
+def _unknown_id(topic_id: uuid.UUID | None) -> Topic:
+    """A topic asked for by an id no topic has (Kafka's UNKNOWN_TOPIC_ID, name null)."""
+    return Topic(error_code=CODES["UNKNOWN_TOPIC_ID"], name=None, topic_id=topic_id, is_internal=False, partitions=[])
 
 
 def _auto_creates(context: Context, call: Call) -> bool:

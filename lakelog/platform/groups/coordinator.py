@@ -33,7 +33,7 @@ from lakelog.platform.broker.node import Broker
 from lakelog.platform.cluster.errors import NotInCluster
 from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
-from lakelog.platform.groups import admin, positions
+from lakelog.platform.groups import admin, consumer_group, positions
 from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
 from lakelog.platform.groups.coordinator_handover import Handover
 from lakelog.platform.groups.coordinator_offsets import Offsets, known_group
@@ -265,8 +265,9 @@ class GroupCoordinator:
         with self._lock:
             group = self.membership.groups.setdefault(group_id, Group(group_id))
             if group.members:
+                log.warning("a classic member asked to join group %s of %s members", group_id, group.kind)
                 raise InconsistentGroupProtocol(
-                    f"group {group_id!r} has HTTP members: a Kafka-protocol member cannot join it")
+                    f"group {group_id!r} has {group.kind} members: a classic Kafka-protocol member cannot join it")
             if group.classic is None:
                 group.classic = ClassicGroup(group_id, self.membership.initial_delay_s,
                                              min_session_timeout_ms=self.membership.min_session_ms,
@@ -293,6 +294,8 @@ class GroupCoordinator:
         with self._lock:
             group = known_group(self.membership, group_id)
             classic = group.classic
+            if group.group_type == "consumer":  # KIP-848's: its members are ConsumerGroupDescribe's
+                return ClassicView(group.state, "consumer", consumer_group.kafka_assignor(group.assignor), [])
             if classic is None:
                 return ClassicView(group.state, None, None, [])
             members = [ClassicMemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -306,11 +309,25 @@ class GroupCoordinator:
             raise UnknownMemberId(f"unknown group {group_id!r} (JoinGroup first)")
         return group.classic
 
+    # ---- KIP-848's consumer protocol (`consumer_group.py`) -------------------------------
+
+    def consumer_heartbeat(self, group_id: str, request: consumer_group.ConsumerHeartbeat
+                           ) -> consumer_group.ConsumerAnswer:
+        """ConsumerGroupHeartbeat (blocking: a join reads the catalog's partition counts)."""
+        counts = self._partition_counts(0.0 if request.member_epoch == consumer_group.JOIN else METADATA_CHECK_S)
+        with self._lock:
+            return consumer_group.heartbeat(self.membership, group_id, request, self._clock(), counts)
+
     # ---- description ------------------------------------------------------------
 
     def list_groups(self) -> list[tuple[str, str]]:
         with self._lock:
             return sorted((g.group_id, g.state) for g in self.membership.groups.values())
+
+    def group_types(self) -> dict[str, str]:
+        """Each group's Kafka type: "consumer" (KIP-848) or "classic" (classic and HTTP groups)."""
+        with self._lock:
+            return {g.group_id: g.group_type for g in self.membership.groups.values()}
 
     def describe(self, group_id: str) -> GroupView:
         now = self._clock()
@@ -318,7 +335,8 @@ class GroupCoordinator:
             group = known_group(self.membership, group_id)
             members = [
                 MemberView(m.member_id, m.options.group_instance_id, sorted(m.assignment), sorted(m.revoking),
-                           sorted(m.options.topics), m.options.pattern, int((now - m.last_heartbeat) * 1000))
+                           sorted(m.options.topics), m.options.pattern, int((now - m.last_heartbeat) * 1000),
+                           m.epoch)
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
             ]
             committed = dict(group.committed)
@@ -329,7 +347,7 @@ class GroupCoordinator:
                 members = classic_members(classic, now)
                 owned = {tp for m in members for tp in m.assignment}
                 generation, assignor = classic.generation, classic.protocol_name
-            view = GroupView(group_id, group.state, generation, assignor, members, committed, {})
+            view = GroupView(group_id, group.state, generation, assignor, members, committed, {}, group.group_type)
         view.lag.update(self._lag(committed, owned))
         return view
 

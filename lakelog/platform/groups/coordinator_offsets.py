@@ -16,14 +16,14 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from lakelog.platform.errors import InvalidRequest, StorageUnavailable, UnknownTopicOrPartition
-from lakelog.platform.groups import admin, offsets_topic
+from lakelog.platform.groups import admin, consumer_group, offsets_topic
 from lakelog.platform.groups.errors import (
     GroupIdNotFound,
     GroupSubscribedToTopic,
     IllegalGeneration,
     NonEmptyGroup,
 )
-from lakelog.platform.groups.membership import Group, Membership, check_group_id
+from lakelog.platform.groups.membership import CONSUMER, Group, Membership, check_group_id
 from lakelog.platform.groups.offsets import CommittedOffset, OffsetRow, OffsetStore
 from lakelog.platform.records import TopicPartition
 
@@ -84,6 +84,9 @@ class Offsets:
             classic = group.active_classic if group is not None else None
             if classic is not None:
                 classic.check_commit(member_id or "", generation, group_instance_id, self._clock())
+            elif member_id and group is not None and group.kind == CONSUMER and group.members:
+                member = consumer_group.check_commit(group, member_id, generation)  # the member epoch (v9)
+                member.last_heartbeat = self._clock()
             elif member_id:
                 group, member = self._membership.member(group_id, member_id)
                 if generation != group.generation:

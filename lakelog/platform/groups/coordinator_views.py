@@ -30,6 +30,7 @@ class MemberView:
     subscription: list[str]
     pattern: str | None
     last_heartbeat_ms_ago: int
+    epoch: int = 0  # a consumer-protocol member's epoch (KIP-848)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class GroupView:
     members: list[MemberView]
     offsets: dict[TopicPartition, CommittedOffset]
     lag: dict[TopicPartition, int]  # log end offset - committed (or - log start when nothing committed)
+    group_type: str = "classic"  # Kafka's group type: "consumer" for KIP-848's groups
 
 
 def classic_members(classic: ClassicGroup, now: float) -> list[MemberView]:

@@ -74,3 +74,24 @@ class GroupSubscribedToTopic(LakelogError):
     """OffsetDelete of a topic the group's active members subscribe to (they would commit it again)."""
 
     code = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+class FencedMemberEpoch(LakelogError):
+    """KIP-848: a consumer-protocol member sent an epoch ahead of the one the coordinator gave it; it must
+    join again (epoch 0)."""
+
+    code = "FENCED_MEMBER_EPOCH"
+
+
+class StaleMemberEpoch(LakelogError):
+    """KIP-848: an offset commit with an epoch older than the member's current one (its next heartbeat gets
+    the current one)."""
+
+    code = "STALE_MEMBER_EPOCH"
+    retriable = True
+
+
+class UnsupportedAssignor(LakelogError):
+    """KIP-848: a ServerAssignor the coordinator does not have."""
+
+    code = "UNSUPPORTED_ASSIGNOR"

@@ -8,6 +8,11 @@ Every change of assignment starts a new generation. Under cooperative-sticky, a 
 owner is first revoked: the old owner learns it in a heartbeat answer (`revoke`), and the partition goes
 to its new owner once the old owner heartbeats again (or is removed). The other partitions keep flowing.
 A group that was empty waits `group.initial.rebalance.delay.ms` for members before its first assignment.
+
+A group's members are of one kind (`Group.kind`): lakelog's HTTP members, or KIP-848's consumer-protocol
+members (`consumer_group.py` drives them through this machine: always incremental revocation, no first
+delay, no poll-interval rule, since their clients enforce max.poll.interval.ms themselves). Kafka's classic
+members live in `Group.classic`.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ _RE2 = re2.Options()
 _RE2.log_errors = False  # a bad pattern is the caller's error, answered, not logged
 
 PartitionCounts = Mapping[str, int]  # topic -> partition count, a snapshot of the catalog
+HTTP, CONSUMER = "http", "consumer"  # the kinds of `Group.members`
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class Member:
     answers: int = 0  # poll answers given so far, numbered or not: a poll that sees it move was overtaken
     requests: int = 0  # the highest poll request number the member sent (`positions.start`)
     cursor: int = 0  # where the next poll starts, so partitions take turns
+    epoch: int = 0  # a consumer-protocol member's epoch: the generation its answered assignment dates from
 
     def subscribed(self, topics: PartitionCounts) -> frozenset[str]:
         if self.pattern is not None:
@@ -108,6 +115,18 @@ class Group:
     handoff: dict[TopicPartition, str] = field(default_factory=dict)  # cooperative: waiting on a revoke
     partitions_seen: dict[str, int] = field(default_factory=dict)
     classic: ClassicGroup | None = None  # Kafka clients' members (the classic protocol), never mixed with these
+    kind: str = HTTP  # whose `members` these are: lakelog's HTTP members or KIP-848's (CONSUMER)
+
+    @property
+    def group_type(self) -> str:
+        """Kafka's group type (ListGroups v5): "consumer" for KIP-848's groups, "classic" for the others (HTTP
+        groups included, as they always showed)."""
+        return CONSUMER if self.kind == CONSUMER and self.active_classic is None else "classic"
+
+    @property
+    def incremental(self) -> bool:
+        """Whether a partition moves only once its old owner gave it up (cooperative; always for KIP-848)."""
+        return self.kind == CONSUMER or is_cooperative(self.assignor or "")
 
     @property
     def kafka_members(self) -> bool:
@@ -157,14 +176,19 @@ class Membership:
         return None if options.pattern is None else compile_topic_pattern(options.pattern)
 
     def join(self, group_id: str, options: JoinOptions, member_id: str, now: float,
-             counts: PartitionCounts) -> tuple[str, int]:
+             counts: PartitionCounts, kind: str = HTTP) -> tuple[str, int]:
         """Add a member (or replace a static member's earlier instance); answers (member id, generation)."""
         check_group_id(group_id)
         pattern = self.check_options(options)
         group = self.groups.setdefault(group_id, Group(group_id))
         if group.kafka_members:
             raise InconsistentGroupProtocol(
-                f"group {group_id!r} has Kafka-protocol members: an HTTP member cannot join it")
+                f"group {group_id!r} has classic Kafka-protocol members: a {kind} member cannot join it")
+        if group.members and group.kind != kind:
+            log.warning("a %s member asked to join group %s of %s members", kind, group_id, group.kind)
+            raise InconsistentGroupProtocol(
+                f"group {group_id!r} has {group.kind} members: a {kind} member cannot join it")
+        group.kind = kind
         if group.members and group.assignor != options.assignor:
             raise InconsistentGroupProtocol(
                 f"group {group_id!r} uses assignor {group.assignor!r}; this member asked for {options.assignor!r}"
@@ -178,7 +202,7 @@ class Membership:
         group.members[member_id] = member
         if options.group_instance_id:
             group.instances[options.group_instance_id] = member_id
-        if len(group.members) == 1 and self.initial_delay_s > 0:
+        if len(group.members) == 1 and self.initial_delay_s > 0 and kind == HTTP:
             group.assign_at = now + self.initial_delay_s
         elif group.assign_at is not None:
             group.assign_at = min(max(group.assign_at, now + self.initial_delay_s),
@@ -211,7 +235,7 @@ class Membership:
         member.last_heartbeat = now
         if member.revoking and member.revoke_told:
             self._revoked(group, member)
-        if is_cooperative(group.assignor or ""):
+        if group.incremental:
             revoke = sorted(member.revoking)
             member.revoke_told = bool(revoke)
         else:
@@ -260,7 +284,7 @@ class Membership:
     def _expire(self, group: Group, now: float, counts: PartitionCounts) -> None:
         for member in list(group.members.values()):
             silent = now - member.last_heartbeat > member.options.session_timeout_ms / 1000
-            stalled = now - member.last_poll > member.options.max_poll_interval_ms / 1000
+            stalled = group.kind == HTTP and now - member.last_poll > member.options.max_poll_interval_ms / 1000
             if silent or stalled:
                 log.info("removing member %s of %s (%s)", member.member_id, group.group_id,
                          "session timeout" if silent else "max.poll.interval.ms passed")
@@ -285,7 +309,7 @@ class Membership:
         group.partitions_seen = dict(subscribed)
         group.generation += 1
         self.rebalances += 1
-        if is_cooperative(group.assignor or ""):
+        if group.incremental:
             self._cooperative(group, target)
         else:
             for member in group.members.values():
@@ -317,6 +341,13 @@ class Membership:
     def _revoked(self, group: Group, member: Member) -> None:
         """The member gave up its revoked partitions: hand them to their new owners."""
         released, member.revoking, member.revoke_told = member.revoking, set(), False
+        self._hand_over(group, released)
+
+    def release(self, group: Group, member: Member, released: set[TopicPartition]) -> None:
+        """A member reported it no longer owns these of its revoked partitions: hand them over."""
+        member.revoking -= released
+        if not member.revoking:
+            member.revoke_told = False
         self._hand_over(group, released)
 
     def _hand_over(self, group: Group, released: Iterable[TopicPartition]) -> None:
