@@ -85,12 +85,16 @@ def _topic_ids(context: Context) -> dict[str, uuid.UUID]:
     return {meta.name: meta.topic_id for meta in context.services.broker.list_topics()}
 
 
-def _by_id(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[Any]:
+def _per_topic(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[tuple[str, list[int]]]:
+    """(topic, its sorted partitions) of the topics that still have an id (a deleted topic's are left out)."""
     per_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         per_topic.setdefault(topic, []).append(partition)
-    return [AssignedTopic(topic_id=ids[topic], partitions=sorted(parts))
-            for topic, parts in sorted(per_topic.items()) if topic in ids]
+    return [(topic, sorted(parts)) for topic, parts in sorted(per_topic.items()) if topic in ids]
+
+
+def _by_id(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[Any]:
+    return [AssignedTopic(topic_id=ids[topic], partitions=parts) for topic, parts in _per_topic(partitions, ids)]
 
 
 async def consumer_group_describe(context: Context, call: Call) -> Any:
@@ -120,11 +124,8 @@ async def consumer_group_describe(context: Context, call: Call) -> Any:
 
 
 def _described(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[Any]:
-    per_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        per_topic.setdefault(topic, []).append(partition)
-    return [MemberTopic(topic_id=ids[topic], topic_name=topic, partitions=sorted(parts))
-            for topic, parts in sorted(per_topic.items()) if topic in ids]
+    return [MemberTopic(topic_id=ids[topic], topic_name=topic, partitions=parts)
+            for topic, parts in _per_topic(partitions, ids)]
 
 
 def _failed(group: str, exc: Exception) -> Any:
