@@ -91,6 +91,19 @@ class GroupSettings(BaseModel):
         "is removed")
     group_consumer_heartbeat_interval_ms: int = Field(
         5_000, ge=1, description="group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat")
+    # KIP-932's share groups: the broker-level defaults; each group may override the record ones (share.*
+    # group configs, IncrementalAlterConfigs on its GROUP resource)
+    group_share_session_timeout_ms: int = Field(
+        45_000, ge=1, description="group.share.session.timeout.ms: a share-group member silent this long is removed")
+    group_share_heartbeat_interval_ms: int = Field(
+        5_000, ge=1, description="group.share.heartbeat.interval.ms: how often share-group members heartbeat")
+    group_share_record_lock_duration_ms: int = Field(
+        30_000, ge=1, description="group.share.record.lock.duration.ms: how long a delivered record stays locked "
+        "to its consumer")
+    group_share_delivery_count_limit: int = Field(
+        5, ge=2, le=10, description="group.share.delivery.count.limit: deliveries before a record is archived")
+    group_share_partition_max_record_locks: int = Field(
+        2_000, ge=100, description="group.share.partition.max.record.locks: records in flight per share-partition")
 
 
 class ClusterSettings(BaseModel):

@@ -34,7 +34,7 @@ from lakelog.platform.cluster.ownership import group_key, transaction_key
 from lakelog.platform.delta.control_table import control_table_exists
 from lakelog.platform.errors import LakelogError, StorageUnavailable
 from lakelog.platform.groups import GroupCoordinator
-from lakelog.platform.layout import TRANSACTIONS_TABLE
+from lakelog.platform.layout import SHARE_STATE_TABLE, TRANSACTIONS_TABLE
 from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, describe_storage_error
 from lakelog.platform.transactions.handover import Handover
@@ -81,6 +81,8 @@ def _services_on(settings: Settings, broker: Broker) -> Services:
                         txn_handover=txn_handover)
     if control_table_exists(broker.storage, TRANSACTIONS_TABLE):  # transactions left to complete or time out
         services.transactions()
+    if control_table_exists(broker.storage, SHARE_STATE_TABLE):  # share groups' records whose locks run out
+        services.shares()
     return services
 
 
@@ -245,6 +247,8 @@ def stop_services(services: Services) -> None:
     try:
         if services._transactions is not None:
             services._transactions.close()
+        if services._shares is not None:
+            services._shares.close()
         services.coordinator.close()
     finally:
         services.broker.close()

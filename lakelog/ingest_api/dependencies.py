@@ -20,6 +20,7 @@ from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.schema_registry.validation import RecordValidator
+from lakelog.platform.share import ShareCoordinator
 from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
 from lakelog.platform.transactions.handover import Handover
 from lakelog.settings import Settings
@@ -45,6 +46,7 @@ class Services:
     _registry_lock: threading.Lock = field(default_factory=threading.Lock)
     _validator: RecordValidator | None = None
     _transactions: TransactionCoordinator | None = None
+    _shares: ShareCoordinator | None = None
     txn_handover: Handover | None = None  # the cluster's hand-over of transactional ids (app.join_cluster)
 
     def schema_registry(self) -> SchemaRegistry:
@@ -65,6 +67,14 @@ class Services:
                                                             reload_group=self.coordinator.reload_offsets,
                                                             handover=self.txn_handover)
             return self._transactions
+
+    def shares(self) -> ShareCoordinator:
+        """The node's share coordinator (KIP-932's share groups), started on first use (its state read from
+        the root)."""
+        with self._registry_lock:
+            if self._shares is None:
+                self._shares = ShareCoordinator(self.broker, self.settings)
+            return self._shares
 
     def record_validator(self) -> RecordValidator:
         """Typed topics' record checks against the registry (storage I/O on first use: off the event loop)."""

@@ -12,6 +12,7 @@ from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import BrokerClosed
 from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.schema_registry.validation import RecordValidator
+from lakelog.platform.share import ShareCoordinator
 from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.settings import Settings
 
@@ -28,6 +29,8 @@ class Services(Protocol):
     open_topics: set[str]  # topics whose tables are open: produce submits without storage I/O
 
     def transactions(self) -> TransactionCoordinator: ...  # the node's transaction coordinator
+
+    def shares(self) -> ShareCoordinator: ...  # the node's share coordinator (KIP-932)
 
     def record_validator(self) -> RecordValidator: ...  # typed topics' checks (storage I/O on first use)
 

@@ -22,6 +22,7 @@ REPLICAS_TABLE = "_control/replicas"
 JOB_RUNS_TABLE = "_control/job_runs"
 SCHEMAS_TABLE = "_control/schemas"  # the schema registry: schemas, subjects' versions, config, mode
 SINK_STAGING = "_staging/sink"
+SHARE_STATE_TABLE = "_control/share_state"  # share groups' share-partitions (KIP-932), latest row per key
 TRANSACTIONS_TABLE = "_control/transactions"  # the transaction coordinator's state, latest row per id
 TRANSACTION_STAGING = "_transactions/staged"  # transactional batches until their transaction ends
 TRANSACTION_OFFSETS_STAGING = "_transactions/offsets"  # TxnOffsetCommit's, taken by another node than the id's

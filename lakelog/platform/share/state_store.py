@@ -1,0 +1,168 @@
+"""Share-partition state on the root: `_control/share_state`, a row per saved state of a (group, topic,
+partition), the latest row winning (ordered by `written`, kept strictly increasing as the offsets store keeps
+`committed`). What Kafka's share coordinator keeps in `__share_group_state`, here a Delta table any reader
+can query: the start offset, and each in-flight record's state and delivery count.
+
+Saves are group-committed: every save that arrived while the previous append was in flight goes into one
+Delta commit, and each caller's future is answered once that commit is durable. A share coordinator answers
+an acknowledgement or a delivery only after that, so a node that loads the state after a crash never
+delivers a record fewer times than a consumer saw it, nor again once it was accepted.
+
+Group configs set by IncrementalAlterConfigs on a GROUP resource (`share.auto.offset.reset`, ...) are rows of
+the same table with partition -1 and the config as JSON in `records`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from lakelog.platform.clock import now_ms
+from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
+from lakelog.platform.errors import StorageUnavailable
+from lakelog.platform.layout import SHARE_STATE_TABLE
+from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
+from lakelog.platform.share.partition import InFlight, RecordState, SharePartition
+from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
+
+SHARE_STATE_SCHEMA = pa.schema([
+    pa.field("group", pa.string(), nullable=False),
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),  # -1: the group's configs
+    pa.field("start_offset", pa.int64(), nullable=False),
+    pa.field("next_offset", pa.int64(), nullable=False),
+    pa.field("records", pa.string(), nullable=False),  # JSON [[offset, state, delivery count], ...]
+    pa.field("deleted", pa.bool_(), nullable=False),  # the share-partition's state was deleted
+    pa.field("written", pa.int64(), nullable=False),
+])
+CONFIGS = -1
+Key = tuple[str, str, int]
+
+
+@dataclass
+class _Save:
+    rows: dict[Key, tuple[int, int, str, bool]]
+    deadline: float
+    future: Future = field(default_factory=Future)
+
+
+class ShareStateStore:
+    def __init__(self, storage: Storage, timeout_ms: int = 30_000) -> None:
+        self._storage = storage
+        self._dt = open_control_table(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA)
+        self._timeout_s = timeout_ms / 1000
+        self._last_written = 0
+        self.commits = 0
+        self._writes = GroupCommit("share-state-writer", self._write, linger_ms=0)
+
+    def load(self) -> tuple[dict[Key, SharePartition], dict[str, dict[str, str]]]:
+        """Every share-partition's latest state (records acquired when it was saved are available again: their
+        locks did not outlive the node), and every group's configs."""
+        self._dt.update_incremental()
+        if self._dt.version() <= 0:
+            return {}, {}
+        table = read_control_table(self._storage, self._dt)
+        if table.num_rows == 0:
+            return {}, {}
+        table = latest_rows(table, ["group", "topic", "partition"], ["written"])
+        self._last_written = max(table.column("written").to_pylist())
+        partitions: dict[Key, SharePartition] = {}
+        configs: dict[str, dict[str, str]] = {}
+        names = ("group", "topic", "partition", "start_offset", "next_offset", "records", "deleted")
+        for group, topic, partition, start, end, records, deleted in zip(*(table.column(n).to_pylist() for n in names)):
+            if deleted:
+                continue
+            if partition == CONFIGS:
+                configs[group] = json.loads(records)
+            else:
+                partitions[(group, topic, partition)] = decode(start, end, records)
+        return partitions, configs
+
+    def save(self, states: dict[Key, SharePartition | None]) -> Future:
+        """Queue the states (None: deleted) for the next append; the future answers once they are durable."""
+        rows = {key: ((0, 0, "[]", True) if state is None else
+                      (state.start_offset, state.next_offset, encode(state), False)) for key, state in states.items()}
+        return self._submit(rows)
+
+    def save_configs(self, group: str, configs: dict[str, str]) -> Future:
+        return self._submit({(group, "", CONFIGS): (0, 0, json.dumps(configs, sort_keys=True), not configs)})
+
+    def delete_group(self, group: str) -> None:
+        """Remove every row of a group (its share-partitions and configs)."""
+        deadline = time.monotonic() + self._timeout_s
+        predicate = "\"group\" = '{}'".format(group.replace("'", "''"))
+        while True:
+            try:
+                DeltaTable(self._storage.uri(SHARE_STATE_TABLE),
+                           storage_options=self._storage.delta_options()).delete(predicate)
+                return
+            except (CommitFailedError, *STORAGE_ERRORS) as exc:
+                if time.monotonic() >= deadline:
+                    raise StorageUnavailable(f"could not delete share group {group!r}: {exc}") from exc
+                time.sleep(STORAGE_RETRY_PAUSE_S)
+
+    def flush(self) -> None:
+        self._writes.drain()
+
+    def close(self) -> None:
+        self._writes.close()
+
+    def _submit(self, rows: dict[Key, tuple[int, int, str, bool]]) -> Future:
+        save = _Save(rows, time.monotonic() + self._timeout_s)
+        if not rows:
+            save.future.set_result(None)
+        else:
+            self._writes.submit(save)
+        return save.future
+
+    def _write(self, batch: list[_Save]) -> None:
+        latest: dict[Key, tuple[int, int, str, bool]] = {}
+        for save in batch:
+            latest.update(save.rows)  # the last save in the batch wins
+        stamp = max(now_ms(), self._last_written + 1)
+        keys = list(latest)
+        values = [latest[k] for k in keys]
+        table = pa.Table.from_pydict({
+            "group": [k[0] for k in keys], "topic": [k[1] for k in keys], "partition": [k[2] for k in keys],
+            "start_offset": [v[0] for v in values], "next_offset": [v[1] for v in values],
+            "records": [v[2] for v in values], "deleted": [v[3] for v in values], "written": [stamp] * len(keys),
+        }, schema=SHARE_STATE_SCHEMA)
+        deadline = max(s.deadline for s in batch)
+        while True:
+            try:
+                write_deltalake(self._dt, table, mode="append")
+                break
+            except STORAGE_ERRORS as exc:
+                if time.monotonic() >= deadline:
+                    for save in batch:
+                        fail(save.future, StorageUnavailable(f"could not save share-group state: {exc}"))
+                    return
+                time.sleep(STORAGE_RETRY_PAUSE_S)
+                try:
+                    self._dt.update_incremental()
+                except STORAGE_ERRORS:
+                    pass
+        self._last_written = stamp
+        self.commits += 1
+        for save in batch:
+            succeed(save.future, None)
+
+
+def encode(state: SharePartition) -> str:
+    """The in-flight records as saved: a lock does not outlive its node, so an acquired record is saved with
+    its delivery count, as a record that will be delivered again."""
+    return json.dumps([[offset, int(entry.state), entry.delivery_count] for offset, entry in state.in_flight()])
+
+
+def decode(start: int, end: int, records: str) -> SharePartition:
+    in_flight = {}
+    for offset, state, count in json.loads(records):
+        kept = RecordState(state)
+        in_flight[offset] = InFlight(RecordState.AVAILABLE if kept is RecordState.ACQUIRED else kept, count)
+    return SharePartition(start, end, in_flight)
