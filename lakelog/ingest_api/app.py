@@ -22,7 +22,7 @@ from lakelog.ingest_api.dependencies import Services, current_services
 from lakelog.ingest_api.fast_path import ProduceFastPath
 from lakelog.ingest_api.group_paths import GroupPaths
 from lakelog.ingest_api.metrics import Metrics
-from lakelog.ingest_api.routes import admin, cluster, groups, records, schema_registry, topics
+from lakelog.ingest_api.routes import admin, cluster, groups, records, schema_registry, share_groups, topics
 from lakelog.kafka_api.listener import KafkaListener, tls_context
 from lakelog.observability import startup_log
 from lakelog.platform import Broker
@@ -298,8 +298,8 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
     app.add_middleware(OwnerRouting)  # group requests go to the group's coordinator, a topic's history to its leader
     app.add_middleware(GroupPaths)  # before routing: a group id's encoded `/` stays in its segment
     app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
-    for router in (topics.router, records.router, groups.router, admin.acl_router, admin.ops_router,
-                   cluster.router, schema_registry.router):
+    for router in (topics.router, records.router, groups.router, share_groups.router, admin.acl_router,
+                   admin.ops_router, cluster.router, schema_registry.router):
         app.include_router(router)
     console.install(app)
     return app

@@ -1,8 +1,8 @@
-"""Requests only one node can answer go to it: this ASGI middleware relays any `/v1/groups/{group}...`
-request that another node coordinates, and any `/v1/topics/{topic}/history` request of a topic another node
-leads (only the leader samples it), as it came (the caller's API key included: the owner authorizes it), and
-relays the answer back. The HTTP layer only relays; who owns what is the platform's call
-(`Membership.view().owner`).
+"""Requests only one node can answer go to it: this ASGI middleware relays any `/v1/groups/{group}...` or
+`/v1/share-groups/{group}...` request that another node coordinates, and any `/v1/topics/{topic}/history`
+request of a topic another node leads (only the leader samples it), as it came (the caller's API key
+included: the owner authorizes it), and relays the answer back. The HTTP layer only relays; who owns what is
+the platform's call (`Membership.view().owner`).
 
 A relayed request carries `X-Lakelog-Forwarded` (and the cluster secret) and is never relayed again, so
 two nodes with different views answer instead of bouncing the request between them.
@@ -28,7 +28,7 @@ from lakelog.platform.cluster.forwarding import FORWARDED_HEADER, SECRET_HEADER
 from lakelog.platform.cluster.ownership import group_key, topic_key
 from lakelog.platform.errors import LakelogError
 
-GROUP_PATH = re.compile(r"/v1/groups/([^/]+)(?:/.*)?")
+GROUP_PATH = re.compile(r"/v1/(?:share-)?groups/([^/]+)(?:/.*)?")
 TOPIC_HISTORY_PATH = re.compile(r"/v1/topics/([^/]+)/history")
 RELAY_TIMEOUT = httpx.Timeout(connect=2.0, read=300.0, write=30.0, pool=30.0)  # joins and long polls wait
 HOP_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})

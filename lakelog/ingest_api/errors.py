@@ -22,6 +22,7 @@ from lakelog.platform import errors as core
 from lakelog.platform.cluster import errors as cluster
 from lakelog.platform.groups import errors as groups
 from lakelog.platform.schema_registry import errors as registry
+from lakelog.platform.share import errors as shares
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,11 @@ STATUS: list[tuple[type[core.LakelogError], int]] = [
     (groups.NonEmptyGroup, 409),
     (groups.InconsistentGroupProtocol, 409),
     (groups.NoOffsetForPartition, 409),
+    (shares.InvalidRecordState, 409),
+    (shares.FencedMemberEpoch, 409),
+    (shares.InvalidShareSessionEpoch, 409),
+    (shares.GroupNotEmpty, 409),
+    (shares.ShareSessionNotFound, 404),
     (core.InvalidTopic, 422),
     (core.InvalidPartitions, 422),
     (core.InvalidConfig, 422),
