@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lakelog.kafka_api.share_sessions import ShareSessions
 from lakelog.platform.acl import ANONYMOUS, Authorizer
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import BrokerClosed
@@ -44,6 +45,7 @@ class Context:
     authenticated: bool = False
     sasl_mechanism: str | None = None
     client_id: str | None = None
+    share_sessions: ShareSessions = field(default_factory=ShareSessions)  # the listener's (ShareFetch)
     submit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: pipelined produces keep their order
 
     @property

@@ -80,6 +80,9 @@ CODES: dict[str, int] = {
     "UNSUPPORTED_ASSIGNOR": 112,
     "STALE_MEMBER_EPOCH": 113,
     "UNSUPPORTED_ENDPOINT_TYPE": 115,
+    "INVALID_RECORD_STATE": 121,
+    "SHARE_SESSION_NOT_FOUND": 122,
+    "INVALID_SHARE_SESSION_EPOCH": 123,
 }
 # lakelog errors without a Kafka counterpart of the same name.
 ALIASES = {

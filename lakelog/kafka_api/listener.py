@@ -31,6 +31,7 @@ from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.handlers import HANDLERS
 from lakelog.kafka_api.nodes import parse_address
 from lakelog.kafka_api.protocol import Call, Unanswerable
+from lakelog.kafka_api.share_sessions import ShareSessions
 
 BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
 CLOSE = object()  # the answer that ends a connection (None: a call without an answer, as acks=0)
@@ -49,6 +50,7 @@ class KafkaListener:
         self._tls = tls
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        self.share_sessions = ShareSessions()  # the listener's connections share them: a member may reconnect
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self._tls,
@@ -72,7 +74,8 @@ class KafkaListener:
         assert task is not None  # asyncio runs each connection's callback in a task of its own
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        context = Context(self._services_of, self.advertised, peer=str(peer[0]) if peer else "")
+        context = Context(self._services_of, self.advertised, peer=str(peer[0]) if peer else "",
+                          share_sessions=self.share_sessions)
         try:
             await Connection(context, reader, writer).run()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):

@@ -72,6 +72,13 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ListTransactions: (0, 1),
     ApiKey.ConsumerGroupHeartbeat: (0, 1),  # KIP-848 (group.protocol=consumer): lakelog/kafka_api/messages
     ApiKey.ConsumerGroupDescribe: (0, 1),
+    ApiKey.ShareGroupHeartbeat: (1, 1),  # KIP-932 (share groups) at Kafka 4.2's stable versions (v0 was 4.0's early
+    ApiKey.ShareGroupDescribe: (1, 1),  # access); v2 of ShareFetch/ShareAcknowledge (KIP-1206, KIP-1222) is not
+    ApiKey.ShareFetch: (1, 1),  # served
+    ApiKey.ShareAcknowledge: (1, 1),
+    ApiKey.DescribeShareGroupOffsets: (0, 0),
+    ApiKey.AlterShareGroupOffsets: (0, 0),
+    ApiKey.DeleteShareGroupOffsets: (0, 0),
 }
 UNSUPPORTED_VERSION = CODES["UNSUPPORTED_VERSION"]
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes

@@ -20,6 +20,8 @@ from lakelog.kafka_api.handlers import (
     offset_delete,
     produce,
     records_admin,
+    share_groups,
+    share_offsets,
     transactions,
 )
 from lakelog.kafka_api.protocol import Call
@@ -67,4 +69,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteAcls: acls.delete_acls,
     ApiKey.ConsumerGroupHeartbeat: consumer_groups.consumer_group_heartbeat,
     ApiKey.ConsumerGroupDescribe: consumer_groups.consumer_group_describe,
+    ApiKey.ShareGroupHeartbeat: share_groups.share_group_heartbeat,
+    ApiKey.ShareGroupDescribe: share_groups.share_group_describe,
+    ApiKey.ShareFetch: share_groups.share_fetch,
+    ApiKey.ShareAcknowledge: share_groups.share_acknowledge,
+    ApiKey.DescribeShareGroupOffsets: share_offsets.describe_share_group_offsets,
+    ApiKey.AlterShareGroupOffsets: share_offsets.alter_share_group_offsets,
+    ApiKey.DeleteShareGroupOffsets: share_offsets.delete_share_group_offsets,
 }

@@ -26,6 +26,7 @@ from kafka.protocol.admin import (
 
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError, error_code, error_message
+from lakelog.kafka_api.handlers import group_configs
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.acl import CLUSTER, ClusterAuthorizationFailed, TopicAuthorizationFailed
@@ -51,7 +52,7 @@ Synonym: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfi
 AlteredResource: TypeAlias = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 # Kafka's numbers: config resource types, config sources, config types, IncrementalAlterConfigs operations.
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, group_configs.GROUP
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -313,7 +314,8 @@ async def describe_configs(context: Context, call: Call) -> DescribeConfigsRespo
     results = []
     for resource in request.resources:
         try:
-            configs, error = _described_configs(context, resource, metas, request.include_synonyms), None
+            configs, error = (await group_configs.describe(context, resource) if resource.resource_type == GROUP
+                              else _described_configs(context, resource, metas, request.include_synonyms)), None
         except Exception as exc:
             configs, error = [], exc
         results.append(DescribedResource(resource_type=resource.resource_type, resource_name=resource.resource_name,
@@ -378,6 +380,8 @@ def alterable_topic(context: Context, resource: Any) -> str:
 
 
 async def _alter_resource(context: Context, resource: Any, validate_only: bool) -> None:
+    if resource.resource_type == GROUP:
+        return await group_configs.alter(context, resource, validate_only)
     name = alterable_topic(context, resource)
     await blocking(_alter_topic, context.services.broker, name, list(resource.configs), validate_only)
 

@@ -219,11 +219,14 @@ async def list_groups(context: Context, call: Call) -> ListGroupsResponse:
     states = set(call.body.states_filter or []) if call.version >= 4 else set()
     types = {t.lower() for t in call.body.types_filter or []} if call.version >= 5 else set()
     kinds = context.services.coordinator.group_types()  # KIP-848's groups "consumer", the others "classic"
-    groups = [ListGroupsResponse.ListedGroup(group_id=g, protocol_type="consumer", group_state=state,
-                                             group_type=kinds.get(g, "classic"))
-              for g, state in context.services.coordinator.list_groups()
+    listed = [(g, state, kinds.get(g, "classic")) for g, state in context.services.coordinator.list_groups()]
+    shares = await blocking(context.services.shares)
+    listed += [(g, shares.group(g).state, "share") for g in shares.group_ids()]
+    groups = [ListGroupsResponse.ListedGroup(group_id=g, protocol_type="share" if kind == "share" else "consumer",
+                                             group_state=state, group_type=kind)
+              for g, state, kind in listed
               if context.allowed("describe", "group", g) and (not states or state in states)
-              and (not types or kinds.get(g, "classic") in types)]
+              and (not types or kind in types)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
 
@@ -253,7 +256,11 @@ async def delete_groups(context: Context, call: Call) -> DeleteGroupsResponse:
     for group in call.body.groups_names:
         try:
             check_group_served(context, group, "delete")
-            await blocking(context.services.coordinator.delete_group, group)
+            shares = await blocking(context.services.shares)
+            if group in shares.group_ids():
+                await blocking(shares.delete_group, group)
+            else:
+                await blocking(context.services.coordinator.delete_group, group)
             code = 0
         except Exception as exc:
             code = error_code(exc)

@@ -147,6 +147,8 @@ class ShareCoordinator:
     def acknowledge(self, group_id: str, member_id: str, acks: Sequence[Ack]) -> dict[TopicPartition, LakelogError]:
         """Apply acknowledgements; answers once they are durable, with the partitions whose acknowledgement
         failed (the other batches of the call still apply)."""
+        if not acks:
+            return {}
         changes = _Changes()
         with self._lock:
             self._member(group_id, member_id)
@@ -171,6 +173,13 @@ class ShareCoordinator:
             if any(d.acquired or d.error for d in deliveries.values()) or remaining <= 0 or not partitions:
                 return failed, deliveries
             self.broker.wait_for_commit(min(remaining, self.broker.settings.refresh_interval_ms / 1000))
+
+    def release(self, group_id: str, member_id: str) -> None:
+        """Give back to the group every record the member holds (it closed its share session)."""
+        changes = _Changes()
+        with self._lock:
+            self._release(group_id, member_id, changes)
+        self._apply(group_id, changes)
 
     def _member(self, group_id: str, member_id: str) -> ShareMember:
         group = self.groups.get(group_id)
