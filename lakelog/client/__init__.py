@@ -1,6 +1,6 @@
 """A Python client for lakelog's HTTP API, named as confluent-kafka names things.
 
-    from lakelog.client import Producer, Consumer, AdminClient
+    from lakelog.client import Producer, Consumer, ShareConsumer, AdminClient
 
 It talks HTTP only (httpx): no server or core imports, so it runs wherever the API is reachable.
 """
@@ -19,9 +19,10 @@ from lakelog.client.message import (
     TopicPartition,
 )
 from lakelog.client.producer import Producer
+from lakelog.client.share_consumer import AcknowledgeType, ShareConsumer
 
 __all__ = [
-    "AdminClient", "Consumer", "KafkaError", "KafkaException", "Message", "OFFSET_BEGINNING", "OFFSET_END",
-    "OFFSET_INVALID", "Producer", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TIMESTAMP_NOT_AVAILABLE",
-    "TopicPartition",
+    "AcknowledgeType", "AdminClient", "Consumer", "KafkaError", "KafkaException", "Message", "OFFSET_BEGINNING",
+    "OFFSET_END", "OFFSET_INVALID", "Producer", "ShareConsumer", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME",
+    "TIMESTAMP_NOT_AVAILABLE", "TopicPartition",
 ]

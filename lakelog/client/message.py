@@ -20,11 +20,12 @@ Headers = list[tuple[str, bytes | None]]
 class Message:
     """A produced or consumed record. Keys, values and header values are bytes (None when absent)."""
 
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_timestamp", "_error")
+    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_timestamp", "_error",
+                 "_delivery_count")
 
     def __init__(self, topic: str, partition: int = -1, offset: int = OFFSET_INVALID, key: bytes | None = None,
                  value: bytes | None = None, headers: Headers | None = None, timestamp: int | None = None,
-                 error: KafkaError | None = None) -> None:
+                 error: KafkaError | None = None, delivery_count: int | None = None) -> None:
         self._topic = topic
         self._partition = partition
         self._offset = offset
@@ -33,6 +34,7 @@ class Message:
         self._headers = headers
         self._timestamp = timestamp
         self._error = error
+        self._delivery_count = delivery_count
 
     def topic(self) -> str:
         return self._topic
@@ -60,6 +62,10 @@ class Message:
 
     def error(self) -> KafkaError | None:
         return self._error
+
+    def delivery_count(self) -> int | None:
+        """How many times a share group delivered this record, this time included (None outside share groups)."""
+        return self._delivery_count
 
     def __len__(self) -> int:
         return len(self._value or b"")
@@ -135,4 +141,4 @@ def from_fetched(record: dict[str, Any]) -> Message:
     return Message(record["topic"], record["partition"], record["offset"],
                    decode_field(record.get("key"), record.get("key_encoding")),
                    decode_field(record.get("value"), record.get("value_encoding")), headers,
-                   record.get("timestamp"))
+                   record.get("timestamp"), delivery_count=record.get("delivery_count"))
