@@ -1,10 +1,14 @@
-"""Kafka's record batches to and from lakelog's columns, with aiokafka's compiled record codec.
+"""Kafka's record batches to and from lakelog's columns, in bulk (`record_codec.py`: no Python work per record).
 
-Produce: each batch of a partition's records becomes one `RecordColumns` call (its records keep their
-partition, keys, values, headers and CreateTime timestamps) with the batch's idempotent-producer
-fields. Fetch: a partition's rows become one batch per run of a producer's records, with its producer id,
-epoch and base sequence, whose base offset is the run's first offset, so compacted gaps keep their offsets
-(offset deltas), compressed with the codec asked for.
+Produce: each v2 batch of a partition's records becomes one Arrow call (`ProducedBatch.records`: columns key,
+value, headers, timestamp and partition, the batch form `arrow_to_table` takes), with the batch's
+idempotent-producer fields. Its framing is checked here as Kafka's broker checks it (sizes, magic, CRC-32C,
+codec, no control batch), its payload decompressed with aiokafka's codecs (cramjam), its records decoded by
+`record_codec`. Fetch: a partition's rows become one batch per run of a producer's records, with its producer
+id, epoch and base sequence, whose base offset is the run's first offset, so compacted gaps keep their
+offsets (offset deltas), compressed with the codec asked for (uncompressed when that saves nothing, as
+aiokafka's builder does). Encoded answers of recent data are kept (`encoded_cache.py`), so consumers of the
+same tail pay the encoding once.
 
 Produce v0-v2 and Fetch v0-v3 use the older message sets (magic 0 and 1) instead: converted here, at
 the edge, by `legacy_messages.py`, so the log holds the same columns whatever the client spoke.
@@ -14,22 +18,29 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
-from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from aiokafka.record.memory_records import MemoryRecords
+import pyarrow.compute as pc
+from aiokafka.codec import (
+    gzip_decode,
+    gzip_encode,
+    lz4_decode,
+    lz4_encode,
+    snappy_decode,
+    snappy_encode,
+    zstd_decode,
+    zstd_encode,
+)
+from aiokafka.record.util import calc_crc32c
 from kafka.protocol.api_key import ApiKey
 
-from lakelog.kafka_api import legacy_messages
+from lakelog.kafka_api import legacy_messages, record_codec
+from lakelog.kafka_api.encoded_cache import ENCODED, EncodedCache
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
-from lakelog.kafka_api.producer_ids import kafka_producer_id
+from lakelog.kafka_api.producer_ids import KAFKA_PRODUCERS, PARTITION_BITS
 from lakelog.kafka_api.protocol import SUPPORTED
-from lakelog.platform.records import RecordColumns
-
-if TYPE_CHECKING:
-    from aiokafka.record._protocols import DefaultRecordBatchProtocol, LegacyRecordBatchProtocol
+from lakelog.platform.records import IDEMPOTENCY_BASE, RecordColumns, arrow_to_table, columns_to_table
 
 NO_PRODUCER = -1
 # The epoch a fetched batch without a producer carries. Kafka answers the epoch the batch was written with;
@@ -42,6 +53,18 @@ ZSTD = 4
 FIRST_BATCH_PRODUCE, FIRST_ZSTD_PRODUCE = 3, 7  # Produce versions: v2 batches only; zstd allowed (KIP-110)
 NEWEST_PRODUCE = SUPPORTED[ApiKey.Produce][1]
 
+# A v2 batch's header: base offset, length, partition leader epoch, magic, CRC-32C (of what follows it),
+# attributes, last offset delta, first and max timestamps, producer id, epoch, base sequence, record count.
+HEADER = struct.Struct(">qiibIhiqqqhii")
+LOG_OVERHEAD = 12  # base offset and length
+CRC_AT, ATTRIBUTES_AT = 17, 21
+MIN_BATCH = LOG_OVERHEAD + 14  # aiokafka's smallest message (magic 0's overhead): below it, corrupt
+CODEC_MASK, LOG_APPEND_TIME, TRANSACTIONAL, CONTROL = 0x07, 0x08, 0x10, 0x20
+NO_LEADER_EPOCH = -1
+DECODERS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
+ENCODERS = {1: gzip_encode, 2: snappy_encode, 3: lz4_encode, 4: zstd_encode}
+PARTITION_MASK = (1 << PARTITION_BITS) - 1
+
 
 def fetch_magic(version: int) -> int:
     """The message format a Fetch version reads: magic 0 up to v1, 1 up to v3, then v2 batches."""
@@ -50,7 +73,8 @@ def fetch_magic(version: int) -> int:
 
 @dataclass(frozen=True)
 class ProducedBatch:
-    records: RecordColumns
+    records: RecordColumns | pa.Table  # a table: the batch form of `arrow_to_table` (a v2 batch); columns:
+    # a message set of magic 0 or 1
     producer_id: int  # -1: not an idempotent producer
     producer_epoch: int
     base_sequence: int
@@ -60,6 +84,12 @@ class ProducedBatch:
     def idempotent(self) -> bool:
         return self.producer_id >= 0
 
+    def file_table(self) -> pa.Table:
+        """The records as TOPIC_FILE_SCHEMA rows, offsets not assigned."""
+        if isinstance(self.records, pa.Table):
+            return arrow_to_table(self.records)[0]
+        return columns_to_table([self.records])
+
 
 def decode_produce(data: bytes | None, partition: int, version: int = NEWEST_PRODUCE) -> list[ProducedBatch]:
     """The batches of one partition's `records` field of a Produce of `version`. Raises KafkaProtocolError
@@ -67,19 +97,25 @@ def decode_produce(data: bytes | None, partition: int, version: int = NEWEST_PRO
     data = bytes(data or b"")
     if version < FIRST_BATCH_PRODUCE and _first_magic(data) in (0, 1):
         return [_legacy_batch(data, partition)]  # before v3 any format is taken, as Kafka takes it
-    batches = []
-    records = MemoryRecords(data)
-    try:
-        while (batch := records.next_batch()) is not None:
-            batches.append(_produced(batch, partition, version))
-    except (CorruptRecordException, SystemError) as exc:  # SystemError: aiokafka's compiled reader on a size
-        # below -1 (found by fuzzing)
-        raise KafkaProtocolError(f"corrupt record batch: {exc}", CODES["CORRUPT_MESSAGE"]) from None
-    except UnsupportedCodecError as exc:
-        raise KafkaProtocolError(str(exc), CODES["UNSUPPORTED_COMPRESSION_TYPE"]) from None
+    batches = [_produced(batch, partition, version) for batch in _split(data)]
     if not batches:
         raise KafkaProtocolError("a produce request without a record batch", CODES["CORRUPT_MESSAGE"])
     return batches
+
+
+def _split(data: bytes) -> list[memoryview]:
+    """Each whole batch (or message) of `data`; an incomplete one at its end is left out, as aiokafka's
+    reader (and Kafka's) leaves it."""
+    view, pos, found = memoryview(data), 0, []
+    while len(data) - pos >= LOG_OVERHEAD:
+        end = pos + LOG_OVERHEAD + struct.unpack_from(">i", data, pos + 8)[0]
+        if end > len(data):
+            break
+        if end - pos < MIN_BATCH:
+            raise _corrupt(f"Record size is less than the minimum record overhead ({MIN_BATCH - LOG_OVERHEAD})")
+        found.append(view[pos:end])
+        pos = end
+    return found
 
 
 def _first_magic(data: bytes) -> int | None:
@@ -95,82 +131,143 @@ def _legacy_batch(data: bytes, partition: int) -> ProducedBatch:
     return ProducedBatch(columns, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER)
 
 
-def _produced(batch: DefaultRecordBatchProtocol | LegacyRecordBatchProtocol, partition: int,
-              version: int) -> ProducedBatch:
-    if getattr(batch, "magic", None) != 2:  # aiokafka's legacy batches have no `magic`; Kafka's words and code:
+def _produced(batch: memoryview, partition: int, version: int) -> ProducedBatch:
+    if batch[legacy_messages.MAGIC_AT] != 2:  # Kafka's words and code:
         raise KafkaProtocolError(f"Produce requests with version {version} are only allowed to contain record "
                                  "batches with magic version 2 (got a message set of magic 0 or 1)",
                                  CODES["INVALID_RECORD"])
-    if version < FIRST_ZSTD_PRODUCE and batch.compression_type == ZSTD:
+    if len(batch) < HEADER.size:
+        raise _corrupt(f"a record batch of {len(batch)} bytes, shorter than its header")
+    (_, _, _, _, crc, attributes, _, first_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+     count) = HEADER.unpack_from(batch)
+    codec = attributes & CODEC_MASK
+    if version < FIRST_ZSTD_PRODUCE and codec == ZSTD:
         raise KafkaProtocolError(f"zstd batches need Produce v{FIRST_ZSTD_PRODUCE} or later (got v{version})",
                                  CODES["UNSUPPORTED_COMPRESSION_TYPE"])
-    if not batch.validate_crc():
-        raise KafkaProtocolError("record batch CRC mismatch", CODES["CORRUPT_MESSAGE"])
-    if batch.is_control_batch:  # markers are the coordinator's, never a producer's
+    if calc_crc32c(batch[ATTRIBUTES_AT:].tobytes()) != crc:
+        raise _corrupt("record batch CRC mismatch")
+    if attributes & CONTROL:  # markers are the coordinator's, never a producer's
         raise KafkaProtocolError("a produced batch may not be a control batch", CODES["INVALID_RECORD"])
-    keys, values, headers, timestamps = [], [], [], []
-    for record in batch:
-        keys.append(record.key)
-        values.append(record.value)
-        headers.append([{"key": k, "value": v} for k, v in record.headers] if record.headers else None)
-        timestamps.append(record.timestamp if record.timestamp >= 0 else None)
-    columns = RecordColumns(keys, values, headers, timestamps, [partition] * len(values))
-    return ProducedBatch(columns, batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                         bool(batch.is_transactional))
+    payload = _decompressed(batch[HEADER.size:], codec)
+    try:
+        records = record_codec.decode(payload, count)
+    except ValueError as exc:
+        raise _corrupt(f"corrupt record batch: {exc}") from None
+    n = len(records)
+    if attributes & LOG_APPEND_TIME:  # as aiokafka reads it: every record at the batch's max timestamp
+        timestamps = np.full(n, max_timestamp, np.int64)
+    else:
+        timestamps = first_timestamp + records.timestamp_deltas
+    table = pa.table({
+        "key": records.keys, "value": records.values, "headers": records.headers,
+        "timestamp": pa.array(timestamps, pa.int64(), mask=timestamps < 0),  # -1: the broker stamps it
+        "partition": pa.array(np.full(n, partition, np.int32)),
+    })
+    return ProducedBatch(table, producer_id, producer_epoch, base_sequence, bool(attributes & TRANSACTIONAL))
 
 
-def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2) -> bytes:
+def _decompressed(payload: memoryview, codec: int) -> bytes | memoryview:
+    if codec == 0:
+        return payload
+    decoder = DECODERS.get(codec)
+    if decoder is None:
+        raise KafkaProtocolError(f"Unknown compression codec {codec:#04x}", CODES["UNSUPPORTED_COMPRESSION_TYPE"])
+    try:
+        return bytes(decoder(payload.tobytes()))
+    except Exception as exc:  # each library has its own errors (zlib.error, cramjam's DecompressionError, ...)
+        raise _corrupt(f"corrupt record batch: its codec {codec} could not decompress it: {exc}") from None
+
+
+def _corrupt(message: str) -> KafkaProtocolError:
+    return KafkaProtocolError(message, CODES["CORRUPT_MESSAGE"])
+
+
+def encode_fetch(rows: pa.Table, compression: int = 0, magic: int = 2, topic: str | None = None,
+                 cache: EncodedCache = ENCODED) -> bytes:
     """`rows` (TOPIC_SCHEMA columns, one partition, offsets ascending) as v2 batches, one per run of a
-    producer's records (`producer_runs`), or as a message set of magic 0 or 1 for the older Fetch versions."""
+    producer's records (`producer_runs`), or as a message set of magic 0 or 1 for the older Fetch versions.
+    With `topic`, the answer is looked up in (and kept in) `cache` first."""
     if rows.num_rows == 0:
         return b""
-    offsets = rows.column("offset").to_pylist()
-    timestamps = rows.column("timestamp").cast(pa.int64()).to_pylist()
-    keys = rows.column("key").to_pylist()
-    values = rows.column("value").to_pylist()
+    key = cache.key(topic, rows, compression, magic) if topic is not None else None
+    if key is not None and (found := cache.get(key)) is not None:
+        return found
+    encoded = _encoded(rows, compression, magic)
+    if key is not None:
+        cache.put(key, encoded)
+    return encoded
+
+
+def _encoded(rows: pa.Table, compression: int, magic: int) -> bytes:
     if magic < 2:
-        return legacy_messages.encode(offsets, timestamps, keys, values, magic, compression)
-    headers = rows.column("headers").to_pylist()
+        return legacy_messages.encode(rows.column("offset").to_pylist(),
+                                      rows.column("timestamp").cast(pa.int64()).to_pylist(),
+                                      rows.column("key").to_pylist(), rows.column("value").to_pylist(), magic,
+                                      compression)
+    offsets = _int64(rows.column("offset"))
+    timestamps = _int64(rows.column("timestamp").cast(pa.int64()))
+    runs = producer_runs(rows)
+    starts = np.array([start for start, _, _ in runs], np.int64)
+    row_run = np.repeat(np.arange(len(runs)), np.diff(np.append(starts, rows.num_rows)))
+    body, ends = record_codec.encode(offsets - offsets[starts][row_run], timestamps - timestamps[starts][row_run],
+                                     rows.column("key"), rows.column("value"),
+                                     rows.column("headers") if "headers" in rows.column_names else None)
+    max_timestamps = np.maximum.reduceat(timestamps, starts)
     batches = []
-    for start, end, producer in producer_runs(rows):
-        builder = DefaultRecordBatchBuilder(2, compression, 0, *producer, 1 << 31)
-        base = offsets[start]
-        for i in range(start, end):
-            builder.append(offsets[i] - base, timestamps[i], keys[i], values[i],
-                           [(h["key"], h["value"]) for h in headers[i]] if headers[i] else [])
-        batch = builder.build()
-        struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC
-        batches.append(bytes(batch))
+    for i, (start, end, producer) in enumerate(runs):
+        records = body[ends[start - 1] if start else 0:ends[end - 1]]
+        batches.append(_batch(int(offsets[start]), int(offsets[end - 1] - offsets[start]), int(timestamps[start]),
+                              int(max_timestamps[i]), producer, end - start, records, compression))
     return b"".join(batches)
+
+
+def _int64(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.to_numpy(), np.int64)
+
+
+def _batch(base_offset: int, last_offset_delta: int, first_timestamp: int, max_timestamp: int,
+           producer: tuple[int, int, int], count: int, records: np.ndarray, compression: int) -> bytes:
+    """One v2 batch around its records' bytes, compressed with `compression` when that makes it smaller."""
+    payload: bytes | np.ndarray = records
+    codec = 0
+    if compression:
+        compressed = ENCODERS[compression](records.tobytes())
+        if len(compressed) < len(records):
+            payload, codec = bytes(compressed), compression
+    out = bytearray(HEADER.size + len(payload))
+    out[HEADER.size:] = payload if isinstance(payload, bytes) else payload.data
+    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, NO_LEADER_EPOCH, 2, 0, codec, last_offset_delta,
+                     first_timestamp, max_timestamp, *producer, count)
+    struct.pack_into(">I", out, CRC_AT, calc_crc32c(bytes(memoryview(out)[ATTRIBUTES_AT:])))
+    return bytes(out)
 
 
 def producer_runs(rows: pa.Table) -> list[tuple[int, int, tuple[int, int, int]]]:
     """(start, end, (producer id, epoch, base sequence)) of each run of rows one batch can carry: a producer's
     records in sequence, as Kafka id and epoch (producer_ids.py), or records without a producer (-1, NO_EPOCH,
     -1). A Kafka batch names one producer, and a record's sequence is its batch's first plus its offset delta
-    (whatever compaction removed between). Rows without the producer columns have no producer."""
+    (whatever compaction removed between). Rows without the producer columns have no producer. In bulk."""
     n = rows.num_rows
     if "producer_id" not in rows.column_names:
         return [(0, n, (NO_PRODUCER, NO_EPOCH, NO_PRODUCER))]
-    ids = rows.column("producer_id").to_pylist()
-    epochs = rows.column("producer_epoch").to_pylist()
-    sequences = rows.column("sequence").to_pylist()
-    partitions = rows.column("partition").to_pylist()
-    fields = []
-    for stored, epoch, sequence, partition in zip(ids, epochs, sequences, partitions):
-        kafka_id = None if stored is None else kafka_producer_id(stored, partition)
-        fields.append((NO_PRODUCER, NO_EPOCH, NO_PRODUCER) if kafka_id is None or epoch is None or sequence is None
-                      else (kafka_id, epoch, sequence))
-    offsets = rows.column("offset").to_pylist()
-    runs, start = [], 0
-    for i in range(1, n + 1):
-        if i == n or not _same_run(fields[i - 1], fields[i], offsets[i] - offsets[i - 1]):
-            runs.append((start, i, fields[start]))
-            start = i
-    return runs
+    columns = [rows.column(name) for name in ("producer_id", "producer_epoch", "sequence")]
+    stored, epochs, sequences = (_int64(pc.fill_null(column.cast(pa.int64()), 0)) for column in columns)
+    partitions = _int64(rows.column("partition").cast(pa.int64()))
+    known = (stored < IDEMPOTENCY_BASE) & np.logical_and.reduce([_valid(column) for column in columns])
+    kafka = stored >= KAFKA_PRODUCERS  # a Kafka producer of this partition: known by its Kafka id
+    within = stored - KAFKA_PRODUCERS
+    known &= ~kafka | ((within & PARTITION_MASK) == partitions)
+    ids = np.where(known, np.where(kafka, within >> PARTITION_BITS, stored), NO_PRODUCER)
+    epochs = np.where(known, epochs, NO_EPOCH)
+    sequences = np.where(known, sequences, NO_PRODUCER)
+    offsets = _int64(rows.column("offset"))
+    breaks = (ids[1:] != ids[:-1]) | (epochs[1:] != epochs[:-1]) | (
+        (ids[1:] != NO_PRODUCER) & (np.diff(sequences) != np.diff(offsets)))
+    starts = np.concatenate([[0], np.flatnonzero(breaks) + 1]).tolist()
+    ends = starts[1:] + [n]
+    return [(start, end, (int(ids[start]), int(epochs[start]), int(sequences[start])))
+            for start, end in zip(starts, ends)]
 
 
-def _same_run(previous: tuple[int, int, int], current: tuple[int, int, int], offset_delta: int) -> bool:
-    if previous[:2] != current[:2]:
-        return False
-    return previous[0] == NO_PRODUCER or current[2] - previous[2] == offset_delta
+def _valid(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.is_valid(column).to_numpy(), bool)

@@ -92,7 +92,7 @@ def _partition(index: int, result: FetchResult | LakelogError | PartitionData | 
         return result
     if isinstance(result, FetchResult):
         stable = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
-        records = encode_fetch(result.records, compression, magic)
+        records = encode_fetch(result.records, compression, magic, topic=result.topic)
         listed = []
         if result.skip_to is not None and magic == 2:  # offsets without records: their last marker moves it on
             marker = result.marker

@@ -34,7 +34,7 @@ from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
 from lakelog.platform.clock import now_ms
 from lakelog.platform.errors import LakelogError
-from lakelog.platform.records import Marker, ProducerBatch, Stamp, columns_to_table, stamp, validate_records
+from lakelog.platform.records import Marker, ProducerBatch, Stamp, stamp, validate_records
 from lakelog.platform.transactions.coordinator import TransactionCoordinator
 from lakelog.platform.transactions.state import PendingOffset, Transaction, TxnState
 
@@ -238,7 +238,7 @@ async def produce(context: Context, transactional_id: str | None, topic: str, pa
             if config.validates_schemas:  # their records are checked and typed on the writer's path, not here
                 raise KafkaProtocolError(f"transactions are not served for typed topics ({topic!r} validates "
                                          "schemas): produce without a transactional id", CODES["INVALID_REQUEST"])
-            table = columns_to_table([batch.records])
+            table = batch.file_table()
             validate_records(table, config)
             table = stamp(table, [Stamp(table.num_rows, config.timestamp_type,
                                         ProducerBatch(record_producer_id(batch.producer_id, partition),

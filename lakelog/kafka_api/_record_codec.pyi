@@ -1,0 +1,10 @@
+# The compiled module's signatures (_record_codec.pyx); _record_codec_py.py is the same in pure Python.
+import numpy as np
+
+def decode_records(payload: bytes | bytearray | memoryview, count: int) -> tuple[np.ndarray, ...]: ...
+def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
+                   key_offsets: np.ndarray, key_valid: np.ndarray, key_data: np.ndarray,
+                   value_offsets: np.ndarray, value_valid: np.ndarray, value_data: np.ndarray,
+                   header_offsets: np.ndarray, hkey_offsets: np.ndarray, hkey_data: np.ndarray,
+                   hval_offsets: np.ndarray, hval_valid: np.ndarray,
+                   hval_data: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
