@@ -2,7 +2,8 @@
 
 This module holds the typer `app`, its global options (`main`, kept in `common.State`) and the console
 entry point `run()`; each command group lives in a module of its own: `topics.py`, `records.py`
-(produce, consume), `serve.py`, `groups.py`, `jobs.py`, `admin.py`, their shared helpers in `common.py`.
+(produce, consume), `serve.py`, `groups.py`, `share.py` (share groups, through a running server's HTTP API),
+`jobs.py`, `admin.py`, their shared helpers in `common.py`.
 
 Errors print one line (`error: CODE: message`) and exit 1.
 """
@@ -13,7 +14,7 @@ import sys
 
 import typer
 
-from lakelog.cli import admin, groups, jobs, records, serve, topics
+from lakelog.cli import admin, groups, jobs, records, serve, share, topics
 from lakelog.cli.common import State, settings
 from lakelog.observability import configure_logging
 from lakelog.platform.errors import LakelogError
@@ -28,6 +29,7 @@ app.command()(records.produce)
 app.command()(records.consume)
 app.command()(serve.serve)
 app.add_typer(groups.groups_app, name="groups")
+app.add_typer(share.share_app, name="share")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(admin.admin_app, name="admin")
 

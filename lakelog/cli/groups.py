@@ -1,5 +1,7 @@
 """`lakelog groups`, as kafka-consumer-groups.sh: list, describe (lag), delete, reset-offsets, on the
-root's committed offsets (lakelog/platform/groups).
+root's committed offsets (lakelog/platform/groups); share groups (KIP-932) are listed and described too, from
+their state on the root (`_control/share_state`), with type "share". A consumer group's type ("classic" or
+"consumer", KIP-848) is its live members', which only a running server knows (GET /v1/groups/{group}).
 """
 
 from __future__ import annotations
@@ -8,8 +10,12 @@ import json
 
 import typer
 
-from lakelog.cli.common import OutputOption, fail, group_coordinator, output_format, print_table
+from lakelog.cli.common import OutputOption, broker, fail, group_coordinator, output_format, print_table
+from lakelog.platform.delta.control_table import control_table_exists
 from lakelog.platform.groups import admin as group_admin
+from lakelog.platform.layout import SHARE_STATE_TABLE
+from lakelog.platform.share.partition import SharePartition
+from lakelog.platform.share.state_store import ShareStateStore
 
 groups_app = typer.Typer(
     help="Consumer groups, as kafka-consumer-groups.sh: list, describe, delete, reset-offsets. Works on the "
@@ -21,23 +27,71 @@ MEMBERS_NOTE = ("committed offsets from storage; live members of a running serve
                 "its HTTP API: GET /v1/groups/{group}")
 
 
+def share_states() -> tuple[dict[str, dict[tuple[str, int], SharePartition]], set[str]]:
+    """Share groups stored on the root: each group's share-partitions, and every share group's id (those with
+    only configs too)."""
+    with broker() as b:
+        if not control_table_exists(b.storage, SHARE_STATE_TABLE):
+            return {}, set()
+        store = ShareStateStore(b.storage)
+        try:
+            partitions, configs = store.load()
+        finally:
+            store.close()
+    states: dict[str, dict[tuple[str, int], SharePartition]] = {}
+    for (group, topic, partition), state in partitions.items():
+        states.setdefault(group, {})[(topic, partition)] = state
+    return states, set(states) | set(configs)
+
+
 @groups_app.command("list")
 def groups_list(output: str | None = OutputOption) -> None:
-    """Groups with committed offsets, and the topics they committed."""
+    """Groups with committed offsets and the topics they committed, and share groups (type "share") with
+    the topics they read. The type of the others is their live members' (see GET /v1/groups/{group})."""
     with group_coordinator() as coordinator:
-        groups = [(g, sorted({t for t, _ in coordinator.committed(g)})) for g in coordinator.group_ids()]
+        groups: list[tuple[str, str | None, list[str]]] = [
+            (g, None, sorted({t for t, _ in coordinator.committed(g)})) for g in coordinator.group_ids()]
+    states, shares = share_states()
+    groups += [(g, "share", sorted({t for t, _ in states.get(g, {})})) for g in sorted(shares)]
     if output_format(output) == "json":
-        for group, topics in groups:
-            typer.echo(json.dumps({"group": group, "topics": topics}))
+        for group, kind, topics in groups:
+            typer.echo(json.dumps({"group": group, "type": kind, "topics": topics}))
         return
-    print_table(["GROUP", "TOPICS"], [[g, ",".join(t)] for g, t in groups])
+    print_table(["GROUP", "TYPE", "TOPICS"], [[g, k, ",".join(t)] for g, k, t in groups])
+
+
+def share_describe(group: str, states: dict[tuple[str, int], SharePartition], output: str | None) -> None:
+    """A share group from its stored state: per share-partition the start offset, the log end, the lag
+    between them and the records in flight (members and locks: `lakelog share describe` on a server)."""
+    with broker() as b:
+        ends = {tp: b.list_offset(tp[0], tp[1], "latest") for tp in states}
+    rows = [(t, p, s.start_offset, ends[(t, p)], max(ends[(t, p)] - s.start_offset, 0), len(s.records))
+            for (t, p), s in sorted(states.items())]
+    note = "stored state; members and locks of a running server: lakelog share describe " + group
+    if output_format(output) == "json":
+        typer.echo(json.dumps({"group": group, "type": "share", "partitions": [
+            {"topic": t, "partition": p, "start_offset": s, "log_end_offset": e, "lag": lag, "in_flight": n}
+            for t, p, s, e, lag, n in rows], "note": note}, indent=2))
+        return
+    print_table(["GROUP", "TYPE", "TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG", "IN-FLIGHT"],
+                [[group, "share", *row] for row in rows])
+    typer.echo(f"note: {note}", err=True)
 
 
 @groups_app.command("describe")
 def groups_describe(group: str, output: str | None = OutputOption) -> None:
-    """Per partition: committed offset, log end offset, lag, and the consumer owning it on this node."""
+    """Per partition: committed offset, log end offset, lag, and the consumer owning it on this node; for a
+    share group, each share-partition's start offset, lag and records in flight."""
     with group_coordinator() as coordinator:
-        rows = coordinator.lag(group)
+        known = group in coordinator.group_ids()
+        rows = coordinator.lag(group) if known else []
+    if not known:
+        states, shares = share_states()
+        if group in shares:
+            share_describe(group, states.get(group, {}), output)
+            return
+        with group_coordinator() as coordinator:
+            rows = coordinator.lag(group)  # the unknown group's error, as before
     if output_format(output) == "json":
         typer.echo(json.dumps({"group": group, "partitions": [
             {"topic": r.topic, "partition": r.partition, "current_offset": r.current_offset,

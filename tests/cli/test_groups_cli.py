@@ -115,7 +115,7 @@ def test_list_and_delete(root: str) -> None:
     run(root, "consume", "orders", "--group", "one", "--auto-offset-reset", "earliest")
     run(root, "consume", "orders", "--group", "two", "--partition", "1")
     assert lines(run(root, "groups", "list", "--output", "json")) == [
-        {"group": "one", "topics": ["orders"]}, {"group": "two", "topics": ["orders"]}]
+        {"group": "one", "type": None, "topics": ["orders"]}, {"group": "two", "type": None, "topics": ["orders"]}]
     assert lines(run(root, "groups", "delete", "one")) == [{"deleted": "one"}]
     assert [g["group"] for g in lines(run(root, "groups", "list", "--output", "json"))] == ["two"]
     again = run(root, "groups", "delete", "one", ok=False)
@@ -185,7 +185,7 @@ def test_tables_and_json(root: str) -> None:
     header = out.stdout.splitlines()[0]
     assert [len(line) > header.index("LAG") for line in out.stdout.splitlines()] == [True] * 4  # aligned columns
     assert "GET /v1/groups/g" in out.stderr
-    assert table(run(root, "groups", "list", "-o", "table")) == [["GROUP", "TOPICS"], ["g", "orders"]]
+    assert table(run(root, "groups", "list", "-o", "table")) == [["GROUP", "TYPE", "TOPICS"], ["g", "-", "orders"]]
     dry = run(root, "groups", "reset-offsets", "g", "--topic", "orders:0", "--to-earliest", "-o", "table")
     assert table(dry) == [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"], ["g", "orders", "0", "2", "0"]]
     assert "dry run" in dry.stderr
