@@ -366,6 +366,8 @@ const ROUTES = [
   [/^#\/topics\/(.+)$/, (m) => topicPage(decodeURIComponent(m[1])), "nav-topics"],
   [/^#\/groups\/(.+)$/, (m) => groupPage(decodeURIComponent(m[1])), "nav-groups"],
   [/^#\/groups$/, () => groupsPage(), "nav-groups"],
+  [/^#\/share-groups\/(.+)$/, (m) => shareGroupPage(decodeURIComponent(m[1])), "nav-share-groups"],  // share_groups.js
+  [/^#\/share-groups$/, () => shareGroupsPage(), "nav-share-groups"],
   [/^#\/jobs$/, () => jobsPage(), "nav-jobs"],
   [/^(#\/topics)?$|^#?\/?$/, () => topicsPage(), "nav-topics"],
 ];
