@@ -46,6 +46,8 @@ CONFLICTS: dict[tuple[str, str], str] = {
     ("post", "/v1/groups/{group}/offsets"): "ILLEGAL_GENERATION",
     ("post", "/v1/groups/{group}/offsets/reset"): "NON_EMPTY_GROUP",
     ("delete", "/v1/groups/{group}"): "NON_EMPTY_GROUP",
+    ("post", "/v1/share-groups/{group}/members/{member}/heartbeat"): "FENCED_MEMBER_EPOCH",
+    ("delete", "/v1/share-groups/{group}"): "NON_EMPTY_GROUP",
 }
 PRODUCE = ("post", "/v1/topics/{topic}/records")
 

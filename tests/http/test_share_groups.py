@@ -12,6 +12,14 @@ from typing import Any, Callable
 import httpx
 
 from lakelog.client import AcknowledgeType, KafkaError, Message, ShareConsumer, TopicPartition
+from lakelog.ingest_api.share_models import (
+    ShareAckResponse,
+    ShareConfig,
+    ShareGroupDescription,
+    ShareGroupList,
+    ShareMembership,
+    SharePollResponse,
+)
 from tests.http.conftest import ThreadServer, create_topic
 from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
@@ -202,3 +210,53 @@ def test_http_answers_and_errors(start_server: Callable[..., ThreadServer]) -> N
     assert client.get("/v1/share-groups/g").status_code == 404
     client.close()
     assert_topic_intact(server.root, "q")
+
+
+def test_heartbeats_keep_a_consumer_that_does_not_poll(start_server: Callable[..., ThreadServer]) -> None:
+    """A member silent for group.share.session.timeout.ms is removed; the ShareConsumer's heartbeat thread keeps
+    one that is busy (not polling) in the group, with the records it holds."""
+    server = start_server(group_share_session_timeout_ms=1000)
+    client = server.client()
+    create_topic(client, "slow")
+    configure(client, "busy", **{"share.auto.offset.reset": "earliest"})
+    produce(client, "slow", ["a", "b"])
+    errors: list[Any] = []
+    consumer = share_consumer(server, "busy", errors, **{"heartbeat.interval.ms": 100, "max.poll.records": 1})
+    consumer.subscribe(["slow"])
+    got: list[Message] = []
+    until(lambda: bool(got.extend(consumer.poll(0.2))) or bool(got), "a record delivered")
+    member = describe(client, "busy")["members"][0]["member_id"]
+    silent = client.post("/v1/share-groups/busy/members", json={"topics": ["slow"]}).json()["member_id"]
+    deadline = time.monotonic() + 3  # three session timeouts without a poll
+    until(lambda: time.monotonic() > deadline, "three session timeouts")
+    view = describe(client, "busy")
+    assert [m["member_id"] for m in view["members"]] == [member]  # the silent one (no heartbeat) is gone
+    assert view["partitions"][0]["in_flight"][0]["owner"] == member
+    assert client.post(f"/v1/share-groups/busy/members/{silent}/heartbeat").status_code == 404
+    consumer.acknowledge(got[0])
+    consumer.close()  # implicit or not, an explicit ACCEPT goes with the close
+    assert errors == []
+    assert describe(client, "busy")["partitions"][0]["start_offset"] == 1
+    client.close()
+    assert_topic_intact(server.root, "slow")
+
+
+def test_answers_match_their_documented_shapes(start_server: Callable[..., ThreadServer]) -> None:
+    server = start_server()
+    client = server.client()
+    create_topic(client, "shapes")
+    configure(client, "s", **{"share.auto.offset.reset": "earliest"})
+    produce(client, "shapes", ["x"])
+    joined = ShareMembership.model_validate(client.post("/v1/share-groups/s/members", json={"topics": ["shapes"]})
+                                            .json())
+    path = f"/v1/share-groups/s/members/{joined.member_id}"
+    polled = SharePollResponse.model_validate(client.post(f"{path}/poll", json={"timeout_ms": 5000}).json())
+    assert [(r.value, r.delivery_count) for r in polled.records] == [("x", 1)]
+    ShareGroupDescription.model_validate(describe(client, "s"))
+    ShareMembership.model_validate(client.post(f"{path}/heartbeat", json={}).json())
+    acked = client.post(f"{path}/acks", json={"acks": [{"topic": "shapes", "partition": 0, "offset": 0}]})
+    assert ShareAckResponse.model_validate(acked.json()).failed_acks == []
+    ShareGroupList.model_validate(client.get("/v1/share-groups").json())
+    ShareConfig.model_validate(client.get("/v1/share-groups/s/config").json())
+    client.close()
+    assert_topic_intact(server.root, "shapes")

@@ -43,11 +43,13 @@ from lakelog.ingest_api.share_models import (
 )
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.records import FetchResult, TopicPartition
-from lakelog.platform.share import Ack, AckType, ShareCoordinator
+from lakelog.platform.share import Ack, AckType, HeartbeatAnswer, ShareCoordinator
 from lakelog.platform.share import config as share_config
+from lakelog.platform.share.errors import FencedMemberEpoch
 from lakelog.platform.share.partition import RecordState
 
 router = APIRouter(prefix="/v1/share-groups", tags=["share groups"])
+FENCED_RETRIES = 3
 ACK_TYPES = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT}
 STATES: dict[RecordState, Literal["available", "acquired", "acknowledged", "archived"]] = {
     RecordState.AVAILABLE: "available", RecordState.ACQUIRED: "acquired", RecordState.ACKNOWLEDGED: "acknowledged",
@@ -151,12 +153,25 @@ async def heartbeat(group: GroupId, member: MemberId, services: Svc, principal: 
     if body.topics:
         await blocking(_check_topics, services, principal, body.topics)
     shares = await coordinator(services)
-    epoch = body.epoch
-    if epoch is None:
-        known = shares.group(group).members.get(member)
-        epoch = known.epoch if known is not None else 1  # an unknown member: UNKNOWN_MEMBER_ID below
-    answer = await blocking(shares.heartbeat, group, member, epoch, body.topics)
+    answer = await blocking(_beat, shares, group, member, body.epoch, body.topics)
     return _membership(services, shares, group, answer.member_id, answer.epoch)
+
+
+def _beat(shares: ShareCoordinator, group: str, member: str, epoch: int | None,
+          topics: list[str] | None) -> HeartbeatAnswer:
+    """A heartbeat at `epoch`, or (None) at the member's current epoch: read, then sent, so a join of another
+    member in between (it moves every member's epoch) is not taken for a stale member."""
+    for attempt in range(FENCED_RETRIES):
+        current = epoch
+        if current is None:
+            known = shares.group(group).members.get(member)
+            current = known.epoch if known is not None else 1  # an unknown member: UNKNOWN_MEMBER_ID
+        try:
+            return shares.heartbeat(group, member, current, topics)
+        except FencedMemberEpoch:
+            if epoch is not None or attempt == FENCED_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt answers or raises")
 
 
 @router.delete("/{group}/members/{member}", status_code=204,

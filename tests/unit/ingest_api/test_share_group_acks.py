@@ -1,5 +1,6 @@
 """`routes/share_groups.ack_batches`: HTTP acknowledgements, one per offset or a list, as the ranges the share
-coordinator takes (consecutive offsets of one type per range), and the group paths of share groups."""
+coordinator takes (consecutive offsets of one type per range); share groups' paths: the group segment kept
+encoded, and in a cluster relayed to the group's coordinator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+from lakelog.ingest_api.cluster_routing import owned
 from lakelog.ingest_api.errors import SchemaViolation
 from lakelog.ingest_api.group_paths import encoded_group_path, group_id
 from lakelog.ingest_api.routes.share_groups import ack_batches
@@ -52,3 +54,9 @@ def test_share_group_paths_keep_the_group_segment_encoded() -> None:
     path = encoded_group_path("/v1/share-groups/a/b/members/m/poll", raw.encode())
     segment, rest = path.removeprefix("/v1/share-groups/").split("/", 1)
     assert (group_id(segment), rest) == ("a/b", "members/m/poll")
+
+
+def test_a_share_groups_requests_go_to_its_coordinator() -> None:
+    found, classic = owned("/v1/share-groups/a%2Fb/members/m/poll"), owned("/v1/groups/a%2Fb")
+    assert found is not None and classic is not None and (found.group, found.key) == ("a/b", classic.key)
+    assert owned("/v1/share-groups") is None
