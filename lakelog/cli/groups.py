@@ -65,7 +65,7 @@ def share_describe(group: str, states: dict[tuple[str, int], SharePartition], ou
     between them and the records in flight (members and locks: `lakelog share describe` on a server)."""
     with broker() as b:
         ends = {tp: b.list_offset(tp[0], tp[1], "latest") for tp in states}
-    rows = [(t, p, s.start_offset, ends[(t, p)], max(ends[(t, p)] - s.start_offset, 0), len(s.records))
+    rows = [(t, p, s.start_offset, ends[(t, p)], max(ends[(t, p)] - s.start_offset, 0), len(s.in_flight()))
             for (t, p), s in sorted(states.items())]
     note = "stored state; members and locks of a running server: lakelog share describe " + group
     if output_format(output) == "json":
