@@ -260,3 +260,32 @@ def test_answers_match_their_documented_shapes(start_server: Callable[..., Threa
     ShareConfig.model_validate(client.get("/v1/share-groups/s/config").json())
     client.close()
     assert_topic_intact(server.root, "shapes")
+
+
+def test_implicit_mode_accepts_what_the_last_poll_handed_out(start_server: Callable[..., ThreadServer]) -> None:
+    server = start_server()
+    client = server.client()
+    create_topic(client, "implicit")
+    configure(client, "auto", **{"share.auto.offset.reset": "earliest"})
+    produce(client, "implicit", [f"r{i}" for i in range(5)])
+    errors: list[Any] = []
+    consumer = share_consumer(server, "auto", errors, **{"share.acknowledgement.mode": "implicit",
+                                                          "max.poll.records": 2})
+    consumer.subscribe(["implicit"])
+    polls: list[list[int]] = []
+
+    def poll() -> bool:
+        got = consumer.poll(0.2)
+        if got:
+            polls.append([m.offset() for m in got])
+        return sum(map(len, polls)) == 5
+
+    until(poll, "five records delivered")
+    assert polls == [[0, 1], [2, 3], [4]]  # each poll accepted the one before's
+    assert describe(client, "auto")["partitions"][0]["start_offset"] == 4  # the last poll's: not yet
+    assert set(consumer.commit_sync().values()) == {None}
+    assert describe(client, "auto")["partitions"][0]["start_offset"] == 5
+    consumer.close()
+    assert errors == []
+    client.close()
+    assert_topic_intact(server.root, "implicit")
