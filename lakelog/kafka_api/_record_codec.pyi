@@ -8,3 +8,9 @@ def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
                    header_offsets: np.ndarray, hkey_offsets: np.ndarray, hkey_data: np.ndarray,
                    hval_offsets: np.ndarray, hval_valid: np.ndarray,
                    hval_data: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+HARDWARE_CRC32C: bool
+
+def crc32c(data: bytes | bytearray | memoryview) -> int: ...
+def decode_lists(payload: bytes | bytearray | memoryview, count: int, first_timestamp: int, max_timestamp: int,
+                 log_append_time: bool) -> tuple[list, list, list | None, list]: ...

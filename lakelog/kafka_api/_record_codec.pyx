@@ -13,10 +13,57 @@ and give the same shapes:
   each record's end in them, int64).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
 
 import numpy as np
+from aiokafka.record.util import calc_crc32c as _crc32c_elsewhere
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    #include <nmmintrin.h>
+    __attribute__((target("sse4.2")))
+    static uint32_t lakelog_crc32c_hw(const uint8_t *p, size_t n) {
+        uint64_t crc = 0xFFFFFFFFu;
+        uint32_t c;
+        while (n >= 8) {
+            uint64_t word;
+            memcpy(&word, p, 8);
+            crc = _mm_crc32_u64(crc, word);
+            p += 8;
+            n -= 8;
+        }
+        c = (uint32_t)crc;
+        while (n--) c = _mm_crc32_u8(c, *p++);
+        return ~c;
+    }
+    static int lakelog_crc32c_has_hw(void) { __builtin_cpu_init(); return __builtin_cpu_supports("sse4.2"); }
+    #else
+    static uint32_t lakelog_crc32c_hw(const uint8_t *p, size_t n) { (void)p; (void)n; return 0; }
+    static int lakelog_crc32c_has_hw(void) { return 0; }
+    #endif
+    """
+    uint32_t lakelog_crc32c_hw(const uint8_t* p, size_t n) nogil
+    int lakelog_crc32c_has_hw()
+
+HARDWARE_CRC32C = bool(lakelog_crc32c_has_hw())  # x86-64's SSE 4.2 instruction; elsewhere aiokafka's codec
+
+
+def crc32c(const uint8_t[::1] data):
+    """CRC-32C (Castagnoli) of `data`, as a v2 batch carries it."""
+    if not HARDWARE_CRC32C:
+        return _crc32c_elsewhere(bytes(data))
+    cdef uint32_t crc
+    with nogil:
+        crc = lakelog_crc32c_hw(&data[0] if data.shape[0] else NULL, data.shape[0])
+    return crc
 
 
 cdef inline Py_ssize_t _read_varint(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t* out) except -1:
@@ -159,7 +206,9 @@ cdef int _scan(const uint8_t* buf, Py_ssize_t n, Py_ssize_t count, _Columns* c, 
 
 
 cdef inline void* _at(object array):
-    return <void*><size_t>array.ctypes.data
+    """The first byte of a contiguous numpy array (no matter its type or size)."""
+    cdef uint8_t[::1] view = array.view(np.uint8)
+    return <void*>&view[0] if view.shape[0] else NULL
 
 
 def decode_records(const uint8_t[::1] payload, Py_ssize_t count):
@@ -172,28 +221,82 @@ def decode_records(const uint8_t[::1] payload, Py_ssize_t count):
         raise ValueError("records of 2 GiB or more")
     c.key_bytes = c.value_bytes = c.headers = c.hkey_bytes = c.hval_bytes = 0
     _scan(buf, n, count, &c, False)
-    columns = (np.empty(count, np.int64), np.empty(count, np.int64),
-               np.zeros(count + 1, np.int32), np.empty(count, np.uint8), np.empty(c.key_bytes, np.uint8),
-               np.zeros(count + 1, np.int32), np.empty(count, np.uint8), np.empty(c.value_bytes, np.uint8),
-               np.zeros(count + 1, np.int32),
-               np.zeros(c.headers + 1, np.int32), np.empty(c.hkey_bytes, np.uint8),
-               np.zeros(c.headers + 1, np.int32), np.empty(c.headers, np.uint8), np.empty(c.hval_bytes, np.uint8))
-    c.offset_deltas = <int64_t*>_at(columns[0])
-    c.timestamp_deltas = <int64_t*>_at(columns[1])
-    c.key_offsets = <int32_t*>_at(columns[2])
-    c.key_valid = <uint8_t*>_at(columns[3])
-    c.key_data = <uint8_t*>_at(columns[4])
-    c.value_offsets = <int32_t*>_at(columns[5])
-    c.value_valid = <uint8_t*>_at(columns[6])
-    c.value_data = <uint8_t*>_at(columns[7])
-    c.header_offsets = <int32_t*>_at(columns[8])
-    c.hkey_offsets = <int32_t*>_at(columns[9])
-    c.hkey_data = <uint8_t*>_at(columns[10])
-    c.hval_offsets = <int32_t*>_at(columns[11])
-    c.hval_valid = <uint8_t*>_at(columns[12])
-    c.hval_data = <uint8_t*>_at(columns[13])
+    # four allocations, sliced into the fourteen columns
+    cdef Py_ssize_t h = c.headers, kb = c.key_bytes, vb = c.value_bytes, hkb = c.hkey_bytes, a = count + 1
+    wide = np.empty(2 * count, np.int64)
+    offsets = np.zeros(3 * a + 2 * (h + 1), np.int32)
+    flags = np.empty(2 * count + h, np.uint8)
+    data = np.empty(kb + vb + hkb + c.hval_bytes, np.uint8)
+    cdef int64_t* w = <int64_t*>_at(wide)
+    cdef int32_t* o = <int32_t*>_at(offsets)
+    cdef uint8_t* f = <uint8_t*>_at(flags)
+    cdef uint8_t* d = <uint8_t*>_at(data)
+    c.offset_deltas, c.timestamp_deltas = w, w + count
+    c.key_offsets, c.value_offsets, c.header_offsets = o, o + a, o + 2 * a
+    c.hkey_offsets, c.hval_offsets = o + 3 * a, o + 3 * a + h + 1
+    c.key_valid, c.value_valid, c.hval_valid = f, f + count, f + 2 * count
+    c.key_data, c.value_data, c.hkey_data, c.hval_data = d, d + kb, d + kb + vb, d + kb + vb + hkb
     _scan(buf, n, count, &c, True)
-    return columns
+    return (wide[:count], wide[count:], offsets[:a], flags[:count], data[:kb],
+            offsets[a:2 * a], flags[count:2 * count], data[kb:kb + vb],
+            offsets[2 * a:3 * a], offsets[3 * a:3 * a + h + 1], data[kb + vb:kb + vb + hkb],
+            offsets[3 * a + h + 1:], flags[2 * count:], data[kb + vb + hkb:])
+
+
+cdef inline object _bytes_or_none(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end):
+    cdef int64_t size
+    pos[0] = _read_varint(buf, pos[0], end, &size)
+    if size < 0:
+        return None
+    value = PyBytes_FromStringAndSize(<const char*>buf + pos[0], size)
+    pos[0] += size
+    return value
+
+
+def decode_lists(const uint8_t[::1] payload, Py_ssize_t count, int64_t first_timestamp, int64_t max_timestamp,
+                 bint log_append_time):
+    """The records as Python lists, for a small batch (lakelog's `RecordColumns`: no Arrow work of its own
+    until its flush): keys, values (bytes or None), headers (None when no record has any, else per record
+    None or [{"key": str, "value": bytes | None}]), timestamps (ms, None where the producer left it out:
+    negative). Checked as decode_records checks (ValueError)."""
+    cdef Py_ssize_t n = payload.shape[0], pos = 0, end, i, j
+    cdef const uint8_t* buf = &payload[0] if n else NULL
+    cdef _Columns c
+    cdef int64_t length, ts_delta, skipped, hcount, hklen, timestamp
+    if count < 0 or count > n:
+        raise ValueError(f"{count} records in {n} bytes")
+    c.key_bytes = c.value_bytes = c.headers = c.hkey_bytes = c.hval_bytes = 0
+    _scan(buf, n, count, &c, False)  # every size checked: below, the same walk without checks
+    keys, values, timestamps = PyList_New(count), PyList_New(count), PyList_New(count)
+    headers = PyList_New(count) if c.headers else None
+    for i in range(count):
+        pos = _read_varint(buf, pos, n, &length)
+        end = pos + length
+        pos = _read_varint(buf, pos + 1, end, &ts_delta)
+        pos = _read_varint(buf, pos, end, &skipped)  # the offset delta
+        timestamp = max_timestamp if log_append_time else first_timestamp + ts_delta
+        _set(keys, i, _bytes_or_none(buf, &pos, end))
+        _set(values, i, _bytes_or_none(buf, &pos, end))
+        _set(timestamps, i, timestamp if timestamp >= 0 else None)
+        pos = _read_varint(buf, pos, end, &hcount)
+        if headers is not None:
+            pairs = [] if hcount else None
+            for j in range(hcount):
+                pos = _read_varint(buf, pos, end, &hklen)
+                try:
+                    key = PyUnicode_DecodeUTF8(<const char*>buf + pos, hklen, NULL)
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"record {i}: a header key that is not UTF-8: {exc}") from None
+                pos += hklen
+                pairs.append({"key": key, "value": _bytes_or_none(buf, &pos, end)})
+            _set(headers, i, pairs)
+        pos = end
+    return keys, values, headers, timestamps
+
+
+cdef inline void _set(list items, Py_ssize_t i, object value):
+    Py_INCREF(value)
+    PyList_SET_ITEM(items, i, value)
 
 
 cdef inline const uint8_t* _bytes_at(const uint8_t[::1] data):

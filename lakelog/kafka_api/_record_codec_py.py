@@ -5,6 +5,14 @@ the tests run both against kafka-python's codec."""
 from __future__ import annotations
 
 import numpy as np
+from aiokafka.record.util import calc_crc32c
+
+HARDWARE_CRC32C = False
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli) of `data`, as a v2 batch carries it: aiokafka's."""
+    return calc_crc32c(bytes(data))
 
 
 def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -133,3 +141,26 @@ def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
         out += _varint(len(body)) + body
         ends.append(len(out))
     return np.frombuffer(bytes(out), np.uint8), np.array(ends, np.int64)
+
+
+def decode_lists(payload: bytes | bytearray | memoryview, count: int, first_timestamp: int, max_timestamp: int,
+                 log_append_time: bool) -> tuple[list, list, list | None, list]:
+    (_, timestamp_deltas, key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
+     header_offsets, hkey_offsets, hkey_data, hval_offsets, hval_valid, hval_data) = decode_records(payload, count)
+
+    def column(offsets: np.ndarray, valid: np.ndarray, data: np.ndarray) -> list[bytes | None]:
+        raw = data.tobytes()
+        return [raw[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(valid))]
+
+    hkeys = hkey_data.tobytes()
+    try:
+        names = [hkeys[hkey_offsets[h]:hkey_offsets[h + 1]].decode() for h in range(len(hkey_offsets) - 1)]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"a header key that is not UTF-8: {exc}") from None
+    hvalues = column(hval_offsets, hval_valid, hval_data)
+    headers = None if len(names) == 0 else [
+        [{"key": names[h], "value": hvalues[h]} for h in range(header_offsets[i], header_offsets[i + 1])] or None
+        for i in range(count)]
+    timestamps = [max_timestamp if log_append_time else first_timestamp + int(d) for d in timestamp_deltas]
+    return (column(key_offsets, key_valid, key_data), column(value_offsets, value_valid, value_data), headers,
+            [t if t >= 0 else None for t in timestamps])

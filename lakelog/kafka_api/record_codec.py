@@ -30,6 +30,23 @@ IMPLEMENTATION: ModuleType = _compiled if _compiled is not None else _record_cod
 HEADER_FIELDS = HEADERS_TYPE.value_type  # struct<key: string, value: binary>
 
 
+def crc32c(data: bytes | bytearray | memoryview, implementation: ModuleType | None = None) -> int:
+    """CRC-32C (Castagnoli) of `data`, as a v2 batch carries it (the compiled module uses the processor's
+    instruction where there is one)."""
+    return int((implementation or IMPLEMENTATION).crc32c(data))
+
+
+def decode_lists(payload: bytes | bytearray | memoryview, count: int, first_timestamp: int, max_timestamp: int,
+                 log_append_time: bool, implementation: ModuleType | None = None
+                 ) -> tuple[list[bytes | None], list[bytes | None], list[list[dict] | None] | None, list[int | None]]:
+    """A small batch's records as Python lists, built by the compiled module (`RecordColumns`' form: a small
+    call costs no Arrow work of its own before its flush): keys, values, headers (None when no record has
+    any), timestamps (None where the producer left them out). Raises ValueError as `decode` does."""
+    keys, values, headers, timestamps = (implementation or IMPLEMENTATION).decode_lists(
+        payload, count, first_timestamp, max_timestamp, log_append_time)
+    return keys, values, headers, timestamps
+
+
 @dataclass(frozen=True)
 class Records:
     """A batch's records as Arrow arrays: offset and timestamp deltas (int64, numpy), keys and values

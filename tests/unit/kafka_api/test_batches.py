@@ -32,11 +32,11 @@ def produced(codec: int = 0, producer: tuple[int, int, int] = (-1, -1, -1)) -> b
 @pytest.mark.parametrize("codec", CODECS)
 def test_a_produced_batch_becomes_one_call_of_columns(codec: int) -> None:
     (batch,) = decode_produce(produced(codec, (7, 1, 40)), partition=5)
-    columns = batch.records.to_pydict()  # the batch form an Arrow produce call takes
-    assert (columns["key"], columns["value"]) == ([b"k0", None], [b"v0", None])
-    assert columns["headers"] == [[{"key": "h", "value": b"x"}], None]
-    assert columns["timestamp"] == [1_700_000_000_000, None]  # -1: the broker stamps it
-    assert columns["partition"] == [5, 5]
+    columns = batch.records
+    assert (columns.keys, columns.values) == ([b"k0", None], [b"v0", None])
+    assert columns.headers == [[{"key": "h", "value": b"x"}], None]
+    assert columns.timestamps == [1_700_000_000_000, None]  # -1: the broker stamps it
+    assert columns.partitions == [5, 5]
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.idempotent) == (7, 1, 40, True)
 
 
@@ -135,4 +135,4 @@ def test_zstd_batches_need_produce_v7_as_in_kafka() -> None:
         decode_produce(zstd, 0, version=6)
     assert refused.value.code == CODES["UNSUPPORTED_COMPRESSION_TYPE"]
     (batch,) = decode_produce(zstd, 0, version=7)
-    assert batch.records.column("value").to_pylist() == [b"v" * 100]
+    assert batch.records.values == [b"v" * 100]

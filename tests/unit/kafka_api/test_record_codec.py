@@ -43,7 +43,7 @@ def test_without_the_compiled_module_the_pure_python_twin_serves() -> None:
             "b = batches.encode_fetch(__import__('pyarrow').table({'partition': [0], 'offset': [5],"
             " 'timestamp': [7], 'key': [b'k'], 'value': [b'v']}))\n"
             "(p,) = batches.decode_produce(b, 0)\n"
-            "assert p.records.column('value').to_pylist() == [b'v'], p\n")
+            "assert p.records.values == [b'v'], p\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -60,9 +60,14 @@ def kafka_python_codecs() -> Iterator[None]:
 
 
 @contextmanager
-def using(implementation: ModuleType) -> Iterator[None]:
-    with mock.patch.object(record_codec, "IMPLEMENTATION", implementation):
+def using(implementation: ModuleType, form: str = "arrow") -> Iterator[None]:
+    """Decode with `implementation`, into Arrow columns or (`form` "lists") the Python lists of small batches."""
+    with mock.patch.object(record_codec, "IMPLEMENTATION", implementation), \
+            mock.patch.object(batches, "ARROW_FROM", 0 if form == "arrow" else 1 << 31):
         yield
+
+
+WAYS = [(name, form) for name in IMPLEMENTATIONS for form in ("arrow", "lists")]
 
 
 headers_st = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=12)), max_size=3)
@@ -104,7 +109,7 @@ def set_attributes(data: bytearray, attributes: int) -> None:
     struct.pack_into(">I", data, 17, kafka_default.calc_crc32c(bytes(data[21:])))
 
 
-def read_by_kafka_python(data: bytes) -> dict[str, Any]:
+def read_by_kafka_python(data: bytes, partition: int = 0) -> dict[str, Any]:
     with kafka_python_codecs():
         batch = DefaultRecordBatch(data)
         assert batch.validate_crc()
@@ -113,43 +118,49 @@ def read_by_kafka_python(data: bytes) -> dict[str, Any]:
         "keys": [r.key for r in records], "values": [r.value for r in records],
         "headers": [[{"key": k, "value": v} for k, v in r.headers] or None for r in records],
         "timestamps": [r.timestamp if r.timestamp >= 0 else None for r in records],
+        "partitions": [partition] * len(records),
         "producer": (batch.producer_id, batch.producer_epoch, batch.base_sequence),
         "transactional": batch.is_transactional,
     }
 
 
 def decoded(produced: batches.ProducedBatch) -> dict[str, Any]:
-    table = produced.records
-    assert not isinstance(table, batches.RecordColumns)
-    return {
-        "keys": table.column("key").to_pylist(), "values": table.column("value").to_pylist(),
-        "headers": table.column("headers").to_pylist(), "timestamps": table.column("timestamp").to_pylist(),
-        "producer": (produced.producer_id, produced.producer_epoch, produced.base_sequence),
-        "transactional": produced.transactional,
-    }
+    records = produced.records
+    if isinstance(records, batches.RecordColumns):
+        columns = {"keys": records.keys, "values": records.values,
+                   "headers": records.headers or [None] * len(records), "timestamps": records.timestamps,
+                   "partitions": records.partitions}
+    else:
+        columns = {"keys": records.column("key").to_pylist(), "values": records.column("value").to_pylist(),
+                   "headers": records.column("headers").to_pylist(),
+                   "timestamps": records.column("timestamp").to_pylist(),
+                   "partitions": records.column("partition").to_pylist()}
+    return {**columns, "producer": (produced.producer_id, produced.producer_epoch, produced.base_sequence),
+            "transactional": produced.transactional}
 
 
-@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+@pytest.mark.parametrize("name,form", WAYS)
 @SETTINGS
 @given(shape=batch_st)
-def test_a_produced_batch_decodes_as_kafka_python_reads_it(name: str, shape: dict[str, Any]) -> None:
+def test_a_produced_batch_decodes_as_kafka_python_reads_it(name: str, form: str, shape: dict[str, Any]) -> None:
     data = kafka_python_batch(shape)
-    expected = read_by_kafka_python(data)
-    with using(IMPLEMENTATIONS[name]):
+    expected = read_by_kafka_python(data, partition=3)
+    with using(IMPLEMENTATIONS[name], form):
         (produced,) = batches.decode_produce(data, partition=3)
+    assert isinstance(produced.records, batches.RecordColumns) == (form == "lists")
     assert decoded(produced) == expected
-    assert produced.records.column("partition").to_pylist() == [3] * len(shape["records"])
     assert produced.file_table().num_rows == len(shape["records"])  # the form the writer (and transactions) take
     if shape["log_append_time"]:  # every record at the batch's max timestamp, as Kafka's readers see them
         assert len(set(expected["timestamps"])) == 1
 
 
-@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+@pytest.mark.parametrize("name,form", WAYS)
 @SETTINGS
 @given(shapes=st.lists(batch_st, min_size=2, max_size=4))
-def test_several_batches_in_one_partition_decode_in_order(name: str, shapes: list[dict[str, Any]]) -> None:
+def test_several_batches_in_one_partition_decode_in_order(name: str, form: str,
+                                                          shapes: list[dict[str, Any]]) -> None:
     datas = [kafka_python_batch(shape) for shape in shapes]
-    with using(IMPLEMENTATIONS[name]):
+    with using(IMPLEMENTATIONS[name], form):
         produced = batches.decode_produce(b"".join(datas), partition=0)
     assert [decoded(p) for p in produced] == [read_by_kafka_python(d) for d in datas]
 
@@ -183,8 +194,8 @@ def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
     at = bytes(data).index(b"ab", batches.HEADER.size)
     data[at:at + 2] = b"\xff\xfe"
     set_attributes(data, 0)  # the CRC again: the batch is whole, its record is not
-    for implementation in IMPLEMENTATIONS.values():
-        with using(implementation), pytest.raises(KafkaProtocolError) as refused:
+    for name, form in WAYS:
+        with using(IMPLEMENTATIONS[name], form), pytest.raises(KafkaProtocolError) as refused:
             batches.decode_produce(bytes(data), 0)
         assert refused.value.code == CODES["CORRUPT_MESSAGE"]
 
@@ -194,8 +205,8 @@ def test_a_header_key_that_is_not_utf8_is_corrupt() -> None:
 def test_corrupt_records_are_refused_alike_by_both_implementations(shape: dict[str, Any], at: int, byte: int,
                                                                    cut: int) -> None:
     """Records damaged under a good CRC (a byte changed, the payload cut short): the compiled codec and its
-    twin agree, record for record or error for error, and nothing but CORRUPT_MESSAGE comes out of a
-    malformed payload."""
+    twin, to Arrow and to lists, agree, record for record or error for error, and nothing but CORRUPT_MESSAGE
+    comes out of a malformed payload."""
     shape = {**shape, "codec": 0}
     data = bytearray(kafka_python_batch(shape))
     payload_at = batches.HEADER.size
@@ -205,14 +216,14 @@ def test_corrupt_records_are_refused_alike_by_both_implementations(shape: dict[s
         struct.pack_into(">i", data, 8, len(data) - 12)
     set_attributes(data, struct.unpack_from(">h", data, 21)[0])
     outcomes = []
-    for implementation in IMPLEMENTATIONS.values():
+    for name, form in WAYS:
         try:
-            with using(implementation):
+            with using(IMPLEMENTATIONS[name], form):
                 outcomes.append([decoded(p) for p in batches.decode_produce(bytes(data), 0)])
         except KafkaProtocolError as exc:
             assert exc.code == CODES["CORRUPT_MESSAGE"], exc
             outcomes.append(exc.code)
-    assert outcomes[0] == outcomes[1]
+    assert all(outcome == outcomes[0] for outcome in outcomes), outcomes
 
 
 @pytest.mark.parametrize("name", IMPLEMENTATIONS)
@@ -249,3 +260,13 @@ def test_a_payload_its_codec_cannot_decompress_is_corrupt(codec: int) -> None:
     with pytest.raises(KafkaProtocolError) as refused:
         batches.decode_produce(bytes(data), 0)
     assert refused.value.code == CODES["CORRUPT_MESSAGE"]
+
+
+@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+@SETTINGS
+@given(data=st.binary(max_size=3000), start=st.integers(0, 9))
+def test_crc32c_is_kafka_python_s(name: str, data: bytes, start: int) -> None:
+    """Any length, any alignment (a batch's CRC starts 21 bytes in): the processor's instruction where the
+    compiled module has it, aiokafka's table elsewhere."""
+    view = memoryview(data)[min(start, len(data)):]
+    assert record_codec.crc32c(view, IMPLEMENTATIONS[name]) == kafka_default.calc_crc32c(bytes(view))
