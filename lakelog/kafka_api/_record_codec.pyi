@@ -7,7 +7,7 @@ def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
                    value_offsets: np.ndarray, value_valid: np.ndarray, value_data: np.ndarray,
                    header_offsets: np.ndarray, hkey_offsets: np.ndarray, hkey_data: np.ndarray,
                    hval_offsets: np.ndarray, hval_valid: np.ndarray,
-                   hval_data: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+                   hval_data: np.ndarray, run_starts: np.ndarray, headroom: int) -> tuple[bytearray, np.ndarray]: ...
 
 HARDWARE_CRC32C: bool
 

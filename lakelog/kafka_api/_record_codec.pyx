@@ -9,11 +9,13 @@ and give the same shapes:
   key validity uint8, key bytes uint8, the same three for values, header offsets int32 (count + 1, into the
   headers), header key offsets int32, header key bytes, header value offsets, validity and bytes); raises
   ValueError on a malformed payload.
-- encode_records(the same columns, where offsets may start anywhere in their bytes): (the records' bytes,
-  each record's end in them, int64).
+- encode_records(the same columns, where offsets may start anywhere in their bytes, the first record of each
+  batch, the room to leave before each batch for its header): (a bytearray of the batches, their headers
+  left to fill, each record's end in it, int64).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
@@ -308,8 +310,9 @@ def encode_records(const int64_t[::1] offset_deltas, const int64_t[::1] timestam
                    const int32_t[::1] value_offsets, const uint8_t[::1] value_valid, const uint8_t[::1] value_data,
                    const int32_t[::1] header_offsets, const int32_t[::1] hkey_offsets,
                    const uint8_t[::1] hkey_data, const int32_t[::1] hval_offsets, const uint8_t[::1] hval_valid,
-                   const uint8_t[::1] hval_data):
-    cdef Py_ssize_t count = offset_deltas.shape[0], i, h, total = 0, pos = 0
+                   const uint8_t[::1] hval_data, const int64_t[::1] run_starts, Py_ssize_t headroom):
+    cdef Py_ssize_t count = offset_deltas.shape[0], i, h, total = 0, pos = 0, run = 0
+    cdef Py_ssize_t runs = run_starts.shape[0]
     cdef int64_t body, klen, vlen, hklen, hvlen
     cdef const uint8_t* kd = _bytes_at(key_data)
     cdef const uint8_t* vd = _bytes_at(value_data)
@@ -342,11 +345,18 @@ def encode_records(const int64_t[::1] offset_deltas, const int64_t[::1] timestam
             body += _varint_size(hklen) + hklen + _varint_size(hvlen) + (hvlen if hvlen > 0 else 0)
         sizes[i] = body
         total += _varint_size(body) + body
-    out_array = np.empty(total, np.uint8)
+    for i in range(runs):
+        if run_starts[i] < 0 or run_starts[i] >= count or (i and run_starts[i] <= run_starts[i - 1]):
+            raise ValueError("run starts out of order")
+    total += headroom * runs
+    out_array = PyByteArray_FromStringAndSize(NULL, total)
     ends_array = np.empty(count, np.int64)
     cdef int64_t[::1] ends = ends_array
-    cdef uint8_t* out = <uint8_t*>_at(out_array)
+    cdef uint8_t* out = <uint8_t*>PyByteArray_AS_STRING(out_array)
     for i in range(count):
+        if run < runs and run_starts[run] == i:  # room for the batch header of the run starting here
+            pos += headroom
+            run += 1
         pos = _write_varint(out, pos, sizes[i])
         out[pos] = 0  # attributes
         pos = _write_varint(out, pos + 1, timestamp_deltas[i])

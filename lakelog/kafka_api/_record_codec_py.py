@@ -116,14 +116,18 @@ def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
                    value_offsets: np.ndarray, value_valid: np.ndarray, value_data: np.ndarray,
                    header_offsets: np.ndarray, hkey_offsets: np.ndarray, hkey_data: np.ndarray,
                    hval_offsets: np.ndarray, hval_valid: np.ndarray,
-                   hval_data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   hval_data: np.ndarray, run_starts: np.ndarray, headroom: int) -> tuple[bytearray, np.ndarray]:
     count = len(offset_deltas)
     if (len(timestamp_deltas) != count or len(key_offsets) != count + 1 or len(key_valid) != count
             or len(value_offsets) != count + 1 or len(value_valid) != count or len(header_offsets) != count + 1):
         raise ValueError("columns of different lengths")
     kd, vd, hkd, hvd = (np.asarray(a, np.uint8).tobytes() for a in (key_data, value_data, hkey_data, hval_data))
-    out, ends = bytearray(), []
+    if any(not 0 <= start < count for start in run_starts) or any(np.diff(run_starts) <= 0):
+        raise ValueError("run starts out of order")
+    out, ends, starts = bytearray(), [], set(int(start) for start in run_starts)
     for i in range(count):
+        if i in starts:
+            out += bytes(headroom)
         body = bytearray(b"\x00")  # attributes
         body += _varint(int(timestamp_deltas[i])) + _varint(int(offset_deltas[i]))
         for offsets, valid, data in ((key_offsets, key_valid, kd), (value_offsets, value_valid, vd)):
@@ -140,7 +144,7 @@ def encode_records(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray,
                 body += _varint(-1)
         out += _varint(len(body)) + body
         ends.append(len(out))
-    return np.frombuffer(bytes(out), np.uint8), np.array(ends, np.int64)
+    return out, np.array(ends, np.int64)
 
 
 def decode_lists(payload: bytes | bytearray | memoryview, count: int, first_timestamp: int, max_timestamp: int,

@@ -222,37 +222,39 @@ def _encoded(rows: pa.Table, compression: int, magic: int) -> bytes:
     runs = producer_runs(rows)
     starts = np.array([start for start, _, _ in runs], np.int64)
     row_run = np.repeat(np.arange(len(runs)), np.diff(np.append(starts, rows.num_rows)))
-    body, ends = record_codec.encode(offsets - offsets[starts][row_run], timestamps - timestamps[starts][row_run],
-                                     rows.column("key"), rows.column("value"),
-                                     rows.column("headers") if "headers" in rows.column_names else None)
+    out, ends = record_codec.encode(offsets - offsets[starts][row_run], timestamps - timestamps[starts][row_run],
+                                    rows.column("key"), rows.column("value"),
+                                    rows.column("headers") if "headers" in rows.column_names else None,
+                                    starts, HEADER.size)
     max_timestamps = np.maximum.reduceat(timestamps, starts)
-    batches = []
+    pieces: list[bytearray | memoryview] = []
     for i, (start, end, producer) in enumerate(runs):
-        records = body[ends[start - 1] if start else 0:ends[end - 1]]
-        batches.append(_batch(int(offsets[start]), int(offsets[end - 1] - offsets[start]), int(timestamps[start]),
-                              int(max_timestamps[i]), producer, end - start, records, compression))
-    return b"".join(batches)
+        at = int(ends[start - 1]) if start else 0  # the run's batch, its header's room first
+        batch = memoryview(out)[at:int(ends[end - 1])]
+        pieces.append(_batch(batch, int(offsets[start]), int(offsets[end - 1] - offsets[start]), int(timestamps[start]),
+                             int(max_timestamps[i]), producer, end - start, compression))
+    return bytes(out) if all(isinstance(piece, memoryview) for piece in pieces) else b"".join(pieces)
 
 
 def _int64(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(column.to_numpy(), np.int64)
 
 
-def _batch(base_offset: int, last_offset_delta: int, first_timestamp: int, max_timestamp: int,
-           producer: tuple[int, int, int], count: int, records: np.ndarray, compression: int) -> bytes:
-    """One v2 batch around its records' bytes, compressed with `compression` when that makes it smaller."""
-    payload: bytes | np.ndarray = records
+def _batch(batch: memoryview, base_offset: int, last_offset_delta: int, first_timestamp: int, max_timestamp: int,
+           producer: tuple[int, int, int], count: int, compression: int) -> bytearray | memoryview:
+    """`batch` (its header's room, then its records' bytes) as one v2 batch: its header written in place, or
+    a new batch where `compression` makes it smaller."""
     codec = 0
     if compression:
-        compressed = ENCODERS[compression](records.tobytes())
-        if len(compressed) < len(records):
-            payload, codec = bytes(compressed), compression
-    out = bytearray(HEADER.size + len(payload))
-    out[HEADER.size:] = payload if isinstance(payload, bytes) else payload.data
-    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, NO_LEADER_EPOCH, 2, 0, codec, last_offset_delta,
-                     first_timestamp, max_timestamp, *producer, count)
-    struct.pack_into(">I", out, CRC_AT, record_codec.crc32c(memoryview(out)[ATTRIBUTES_AT:]))
-    return bytes(out)
+        compressed = memoryview(ENCODERS[compression](batch[HEADER.size:].tobytes()))
+        if compressed.nbytes < batch.nbytes - HEADER.size:
+            fresh = bytearray(HEADER.size)
+            fresh += compressed
+            batch, codec = memoryview(fresh), compression
+    HEADER.pack_into(batch, 0, base_offset, batch.nbytes - LOG_OVERHEAD, NO_LEADER_EPOCH, 2, 0, codec,
+                     last_offset_delta, first_timestamp, max_timestamp, *producer, count)
+    struct.pack_into(">I", batch, CRC_AT, record_codec.crc32c(batch[ATTRIBUTES_AT:]))
+    return batch if not codec else fresh
 
 
 def producer_runs(rows: pa.Table) -> list[tuple[int, int, tuple[int, int, int]]]:

@@ -98,10 +98,13 @@ def _bitmap(valid: np.ndarray) -> pa.Buffer:
 
 def encode(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray, keys: pa.Array | pa.ChunkedArray,
            values: pa.Array | pa.ChunkedArray, headers: pa.Array | pa.ChunkedArray | None,
-           implementation: ModuleType | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The records' bytes (uint8) and each record's end in them (int64), from their deltas (int64) and their
-    keys, values (binary) and headers (`HEADERS_TYPE`, null or empty for none)."""
+           run_starts: np.ndarray | None = None, headroom: int = 0,
+           implementation: ModuleType | None = None) -> tuple[bytearray, np.ndarray]:
+    """The records' bytes and each record's end in them (int64), from their deltas (int64) and their keys,
+    values (binary) and headers (`HEADERS_TYPE`, null or empty for none); `headroom` bytes left before the
+    records of each run that starts at a row of `run_starts` (a batch's header, written in place after)."""
     n = len(offset_deltas)
+    starts = np.zeros(0, np.int64) if run_starts is None else np.ascontiguousarray(run_starts, np.int64)
     key_offsets, key_valid, key_data = _flat(keys)
     value_offsets, value_valid, value_data = _flat(values)
     if headers is None or headers.null_count == len(headers):
@@ -118,7 +121,7 @@ def encode(offset_deltas: np.ndarray, timestamp_deltas: np.ndarray, keys: pa.Arr
     return (implementation or IMPLEMENTATION).encode_records(
         np.ascontiguousarray(offset_deltas, np.int64), np.ascontiguousarray(timestamp_deltas, np.int64),
         key_offsets, key_valid, key_data, value_offsets, value_valid, value_data,
-        header_offsets, hkey_offsets, hkey_data, hval_offsets, hval_valid, hval_data)
+        header_offsets, hkey_offsets, hkey_data, hval_offsets, hval_valid, hval_data, starts, headroom)
 
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
