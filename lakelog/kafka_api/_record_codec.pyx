@@ -62,10 +62,9 @@ def crc32c(const uint8_t[::1] data):
     """CRC-32C (Castagnoli) of `data`, as a v2 batch carries it."""
     if not HARDWARE_CRC32C:
         return _crc32c_elsewhere(bytes(data))
-    cdef uint32_t crc
-    with nogil:
-        crc = lakelog_crc32c_hw(&data[0] if data.shape[0] else NULL, data.shape[0])
-    return crc
+    # the GIL kept: a batch's CRC takes microseconds, and a thread that lets it go on the event loop waits for it
+    # behind the writer threads (up to the 5 ms switch interval)
+    return lakelog_crc32c_hw(&data[0] if data.shape[0] else NULL, data.shape[0])
 
 
 cdef inline Py_ssize_t _read_varint(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, int64_t* out) except -1:
