@@ -22,11 +22,14 @@ def control_table_exists(storage: Storage, path: str) -> bool:
     return DeltaTable.is_deltatable(storage.uri(path), storage_options=storage.delta_options())
 
 
-def open_control_table(storage: Storage, path: str, schema: pa.Schema) -> DeltaTable:
+def open_control_table(storage: Storage, path: str, schema: pa.Schema,
+                       properties: dict[str, str | None] | None = None) -> DeltaTable:
+    """The control table at `path`, created (with `properties` over the defaults) if it does not exist."""
     uri = storage.uri(path)
     if not control_table_exists(storage, path):
         try:
-            DeltaTable.create(uri, schema=schema, mode="ignore", configuration=CONTROL_TABLE_PROPERTIES,
+            DeltaTable.create(uri, schema=schema, mode="ignore",
+                              configuration={**CONTROL_TABLE_PROPERTIES, **(properties or {})},
                               storage_options=storage.delta_options())
         except CommitFailedError:
             pass  # another process created it at the same moment: its version 0 won the put-if-absent

@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -42,6 +43,7 @@ from lakelog.settings import GroupSettings
 log = logging.getLogger(__name__)
 
 REAP_INTERVAL_S = 0.5
+LEAVE_GRACE_S = 1.0  # a member that left may still acknowledge this long (its acks raced its leave heartbeat)
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,11 @@ class _Changes:
 
     states: dict[Key, SharePartition | None] = field(default_factory=dict)
     archived: dict[Key, list[Archived]] = field(default_factory=dict)
+    freed: bool = False  # records acknowledged or released: a fetch waiting for records may find some now
 
-    def note(self, key: Key, state: SharePartition) -> None:
+    def note(self, key: Key, state: SharePartition, freed: bool = False) -> None:
         self.states[key] = state
+        self.freed = self.freed or freed
         gone = state.take_archived()
         if gone:
             self.archived.setdefault(key, []).extend(gone)
@@ -94,6 +98,7 @@ class ShareCoordinator:
         self.store = store or ShareStateStore(broker.storage, broker.settings.request_timeout_ms)
         self._lock = threading.RLock()
         self.groups: dict[str, ShareGroup] = {}
+        self._leaving: dict[tuple[str, str], float] = {}  # members that left: when their records go back
         self.partitions, self.configs = self.store.load()
         for group_id, _, _ in self.partitions:
             self.groups.setdefault(group_id, ShareGroup(group_id))
@@ -114,8 +119,8 @@ class ShareCoordinator:
             group = self.groups.setdefault(group_id, ShareGroup(group_id))
             subscription = None if topics is None else tuple(sorted(set(topics)))
             member = group.heartbeat(member_id, epoch, subscription, time.monotonic(), self._counts, client)
-            if member is None:
-                self._release(group_id, member_id, changes)
+            if member is None:  # its records go back once its last acknowledgements had time to land
+                self._leaving[(group_id, member_id)] = time.monotonic() + LEAVE_GRACE_S
                 answer = HeartbeatAnswer(member_id, -1, None)
             else:
                 answer = HeartbeatAnswer(member.member_id, member.epoch, self._news(member))
@@ -151,7 +156,7 @@ class ShareCoordinator:
             return {}
         changes = _Changes()
         with self._lock:
-            self._member(group_id, member_id)
+            self._member(group_id, member_id, acknowledging=True)
             failed = self._acknowledge(group_id, member_id, acks, changes)
         self._apply(group_id, changes)
         return failed
@@ -164,11 +169,12 @@ class ShareCoordinator:
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
         changes = _Changes()
         with self._lock:
-            self._member(group_id, member_id)
+            self._member(group_id, member_id, acknowledging=True)
             failed = self._acknowledge(group_id, member_id, acks, changes)
-        self._apply(group_id, changes)
         while True:
-            deliveries = self._deliver(group_id, member_id, partitions, max_records, max_bytes)
+            deliveries = self._deliver(group_id, member_id, partitions, max_records, max_bytes, changes)
+            self._apply(group_id, changes)  # the acknowledgements and the deliveries: one save
+            changes = _Changes()
             remaining = deadline - time.monotonic()
             if any(d.acquired or d.error for d in deliveries.values()) or remaining <= 0 or not partitions:
                 return failed, deliveries
@@ -181,13 +187,15 @@ class ShareCoordinator:
             self._release(group_id, member_id, changes)
         self._apply(group_id, changes)
 
-    def _member(self, group_id: str, member_id: str) -> ShareMember:
+    def _member(self, group_id: str, member_id: str, acknowledging: bool = False) -> None:
+        """Raise UnknownMemberId unless the member is in the group (or, for its acknowledgements, just left it:
+        a client's last ShareAcknowledge and its leave heartbeat travel on two connections)."""
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
-        if member is None:
+        if member is not None:
+            member.last_seen = time.monotonic()
+        elif not (acknowledging and (group_id, member_id) in self._leaving):
             raise UnknownMemberId(f"member {member_id!r} is not in share group {group_id!r}: join first")
-        member.last_seen = time.monotonic()
-        return member
 
     def _acknowledge(self, group_id: str, member_id: str, acks: Sequence[Ack],
                      changes: _Changes) -> dict[TopicPartition, LakelogError]:
@@ -204,14 +212,15 @@ class ShareCoordinator:
                 failed[(ack.topic, ack.partition)] = exc if isinstance(exc, LakelogError) else InvalidRecordState(
                     str(exc))
                 continue
-            changes.note(key, state)
+            changes.note(key, state, freed=True)
         return failed
 
     def _deliver(self, group_id: str, member_id: str, partitions: Sequence[TopicPartition], max_records: int,
-                 max_bytes: int | None) -> dict[TopicPartition, Delivery]:
+                 max_bytes: int | None, changes: _Changes) -> dict[TopicPartition, Delivery]:
+        """Acquire records of `partitions` for the member; the states changed are noted in `changes`, for the
+        caller to save before it answers."""
         settings = self.config(group_id)
         deliveries: dict[TopicPartition, Delivery] = {}
-        changes = _Changes()
         budget = max_records
         for topic, partition in partitions:
             key = (group_id, topic, partition)
@@ -230,12 +239,13 @@ class ShareCoordinator:
             read_to = fetched.next_offset or start
             with self._lock:
                 self._member(group_id, member_id)
+                window = (state.start_offset, state.next_offset)
                 acquired = state.acquire(member_id, offsets, read_to, int(time.time() * 1000), settings.lock_ms,
                                          budget, self.settings.group_share_partition_max_record_locks)
-                changes.note(key, state)
+                if acquired or window != (state.start_offset, state.next_offset):
+                    changes.note(key, state)
             budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
             deliveries[(topic, partition)] = Delivery(_only(fetched.records, acquired), acquired)
-        self._apply(group_id, changes)
         return deliveries
 
     def _read(self, state: SharePartition, topic: str, partition: int, start: int, budget: int,
@@ -356,6 +366,10 @@ class ShareCoordinator:
         timeout_s = self.settings.group_share_session_timeout_ms / 1000
         touched: dict[str, _Changes] = {}
         with self._lock:
+            for (group_id, member_id), at in list(self._leaving.items()):
+                if at <= now:
+                    del self._leaving[(group_id, member_id)]
+                    self._release(group_id, member_id, touched.setdefault(group_id, _Changes()))
             for group_id, group in self.groups.items():
                 for member_id in group.expire(now, timeout_s, self._counts):
                     log.info("share group %r: member %s left (session timed out)", group_id, member_id)
@@ -363,7 +377,7 @@ class ShareCoordinator:
             for key, state in self.partitions.items():
                 limit = share_config.resolve(self.settings, self.configs.get(key[0], {})).delivery_limit
                 if state.expire(wall_ms, limit):
-                    touched.setdefault(key[0], _Changes()).note(key, state)
+                    touched.setdefault(key[0], _Changes()).note(key, state, freed=True)
         for group_id, changes in touched.items():
             self._apply(group_id, changes, wait_durable=False)
 
@@ -378,12 +392,13 @@ class ShareCoordinator:
         limit = share_config.resolve(self.settings, self.configs.get(group_id, {})).delivery_limit
         for key, state in self.partitions.items():
             if key[0] == group_id and state.release_member(member_id, limit):
-                changes.note(key, state)
+                changes.note(key, state, freed=True)
 
-    def _apply(self, group_id: str, changes: _Changes, wait_durable: bool = True) -> None:
-        """Dead-letter what was archived, then save the changed states (and wait until they are durable)."""
+    def _apply(self, group_id: str, changes: _Changes, wait_durable: bool = True) -> Future | None:
+        """Dead-letter what was archived, then save the changed states (and wait until they are durable, or
+        answer the save's future)."""
         if not changes.states:
-            return
+            return None
         target = self.config(group_id).dead_letter_topic
         for (_, topic, partition), archived in changes.archived.items():
             to = dead_letters.dead_letter_topic(self.broker, target, topic)
@@ -394,8 +409,15 @@ class ShareCoordinator:
                           len(archived), topic, partition, to, exc)
         with self._lock:
             future = self.store.save(changes.states)
+        if changes.freed:  # wake the fetches waiting for records (they wait on the node's table commits)
+            future.add_done_callback(lambda _: self._wake())
         if wait_durable:
             future.result()
+        return future
+
+    def _wake(self) -> None:
+        with self.broker.committed:
+            self.broker.committed.notify_all()
 
     def close(self) -> None:
         self._closed.set()
@@ -412,6 +434,9 @@ def _only(records: pa.Table, acquired: list[Acquired]) -> pa.Table:
     if not acquired or records.num_rows == 0:
         return records.slice(0, 0)
     offsets = records.column("offset")
+    first, last = int(offsets[0].as_py()), int(offsets[-1].as_py())
+    if len(acquired) == 1 and acquired[0].first_offset <= first and acquired[0].last_offset >= last:
+        return records  # all of the read (the usual case: new records for one member)
     mask = None
     for run in acquired:
         inside = pc.and_(pc.greater_equal(offsets, run.first_offset), pc.less_equal(offsets, run.last_offset))

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from lakelog.platform.broker.node import Broker
-from lakelog.platform.errors import LakelogError
+from lakelog.platform.errors import LakelogError, TopicAlreadyExists, UnknownTopicOrPartition
 from lakelog.platform.records import Record
 from lakelog.platform.share.partition import Archived
 
@@ -53,10 +53,24 @@ def write(broker: Broker, group: str, topic: str, partition: int, archived: Sequ
             records.append(Record(value=value, key=key, headers=kept + [(k, v.encode()) for k, v in extra],
                                   timestamp_ms=_ms(stamp)))
     if records:
+        _ensure_topic(broker, to)
         broker.produce(to, records)
         log.info("share group %r: %d record(s) of %s-%d dead-lettered to %r", group, len(records), topic,
                  partition, to)
     return len(records)
+
+
+def _ensure_topic(broker: Broker, name: str) -> None:
+    """The dead-letter topic, created (one partition, the defaults) the first time a record goes there: a
+    dead letter must not be dropped for want of its topic."""
+    try:
+        broker.topic(name)
+    except UnknownTopicOrPartition:
+        try:
+            broker.create_topic(name, 1)
+            log.info("dead-letter topic %r created", name)
+        except TopicAlreadyExists:
+            pass
 
 
 def _runs(offsets: list[int]) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ class ShareMember:
     client_host: str = ""
     assignment: frozenset[TopicPartition] = frozenset()
     sent: frozenset[TopicPartition] | None = None  # the assignment last answered (None: not yet)
+    answered_epoch: int = 0  # the epoch last answered: another member's join moves `epoch` before it is told
 
 
 @dataclass
@@ -66,10 +67,11 @@ class ShareGroup:
             member.last_seen = now
             member.sent = None  # a rejoin is answered with its full assignment
             self._reassign(counts)
+            member.answered_epoch = member.epoch
             return member
         if member is None:
             raise UnknownMemberId(f"member {member_id!r} is not in share group {self.group_id!r}")
-        if epoch != member.epoch:
+        if epoch not in (member.epoch, member.answered_epoch):
             raise FencedMemberEpoch(f"member {member_id!r} of share group {self.group_id!r} is at epoch "
                                     f"{member.epoch}, not {epoch}: join again")
         member.last_seen = now
@@ -78,6 +80,7 @@ class ShareGroup:
             self._reassign(counts)
         elif counts(set(self.partition_counts)) != self.partition_counts:  # partitions added, topics created
             self._reassign(counts)
+        member.answered_epoch = member.epoch
         return member
 
     def expire(self, now: float, session_timeout_s: float, counts: Callable[[set[str]], dict[str, int]]) -> list[str]:

@@ -15,11 +15,13 @@ the same table with partition -1 and the config as JSON in `records`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
@@ -28,8 +30,10 @@ from lakelog.platform.delta.control_table import latest_rows, open_control_table
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import SHARE_STATE_TABLE
 from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
-from lakelog.platform.share.partition import InFlight, RecordState, SharePartition
+from lakelog.platform.share.partition import SharePartition
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
+
+log = logging.getLogger(__name__)
 
 SHARE_STATE_SCHEMA = pa.schema([
     pa.field("group", pa.string(), nullable=False),
@@ -37,11 +41,15 @@ SHARE_STATE_SCHEMA = pa.schema([
     pa.field("partition", pa.int32(), nullable=False),  # -1: the group's configs
     pa.field("start_offset", pa.int64(), nullable=False),
     pa.field("next_offset", pa.int64(), nullable=False),
-    pa.field("records", pa.string(), nullable=False),  # JSON [[offset, state, delivery count], ...]
+    pa.field("records", pa.string(), nullable=False),  # JSON [[first offset, last offset, state, delivery count], ...]
     pa.field("deleted", pa.bool_(), nullable=False),  # the share-partition's state was deleted
     pa.field("written", pa.int64(), nullable=False),
 ])
 CONFIGS = -1
+COMPACT_EVERY = 50  # appends between rewrites to the latest rows (the table's checkpoint interval)
+# A busy share group commits many times a second, and a Delta commit costs more with every commit file left in
+# _delta_log: those older than the last checkpoint go after 10 s (no one time-travels share state).
+SHARE_STATE_PROPERTIES: dict[str, str | None] = {"delta.logRetentionDuration": "interval 10 seconds"}
 Key = tuple[str, str, int]
 
 
@@ -55,10 +63,12 @@ class _Save:
 class ShareStateStore:
     def __init__(self, storage: Storage, timeout_ms: int = 30_000) -> None:
         self._storage = storage
-        self._dt = open_control_table(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA)
+        self._dt = open_control_table(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA, SHARE_STATE_PROPERTIES)
         self._timeout_s = timeout_ms / 1000
         self._last_written = 0
         self.commits = 0
+        self.compactions = 0
+        self._appends = 0  # since the last compaction
         self._writes = GroupCommit("share-state-writer", self._write, linger_ms=0)
 
     def load(self) -> tuple[dict[Key, SharePartition], dict[str, dict[str, str]]]:
@@ -152,17 +162,33 @@ class ShareStateStore:
         self.commits += 1
         for save in batch:
             succeed(save.future, None)
+        self._appends += 1
+        if self._appends >= COMPACT_EVERY:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rewrite the table to its latest row per key, in one file: a Delta commit costs more with every file
+        the table holds, and a busy share group appends a file per save. On this writer's thread, so no save of
+        this node is missed; another node's append meanwhile makes the overwrite fail, and it is tried again
+        after the next COMPACT_EVERY appends."""
+        self._appends = 0
+        try:
+            self._dt.update_incremental()
+            rows = read_control_table(self._storage, self._dt)
+            latest = latest_rows(rows, ["group", "topic", "partition"], ["written"])
+            latest = latest.filter(pc.invert(latest.column("deleted"))).cast(SHARE_STATE_SCHEMA)
+            write_deltalake(self._dt, latest, mode="overwrite")
+            self.compactions += 1
+        except (CommitFailedError, *STORAGE_ERRORS) as exc:
+            log.info("share-state compaction skipped (tried again later): %s", exc)
 
 
 def encode(state: SharePartition) -> str:
-    """The in-flight records as saved: a lock does not outlive its node, so an acquired record is saved with
-    its delivery count, as a record that will be delivered again."""
-    return json.dumps([[offset, int(entry.state), entry.delivery_count] for offset, entry in state.in_flight()])
+    """The in-flight records as saved, runs of consecutive offsets with one state and delivery count as
+    [first, last, state, count] (gaps left out)."""
+    return json.dumps(state.runs(), separators=(",", ":"))
 
 
 def decode(start: int, end: int, records: str) -> SharePartition:
-    in_flight = {}
-    for offset, state, count in json.loads(records):
-        kept = RecordState(state)
-        in_flight[offset] = InFlight(RecordState.AVAILABLE if kept is RecordState.ACQUIRED else kept, count)
-    return SharePartition(start, end, in_flight)
+    """A saved state, its acquired records available again: a lock does not outlive its node."""
+    return SharePartition.restored(start, end, [tuple(run) for run in json.loads(records)])

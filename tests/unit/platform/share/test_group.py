@@ -60,3 +60,14 @@ def test_silent_members_expire():
     group.heartbeat("b", 0, ("one",), 10.0, counts)
     assert group.expire(50.0, 45.0, counts) == ["a"]
     assert list(group.members) == ["b"]
+
+
+def test_a_member_told_an_epoch_before_another_joined_is_not_fenced_and_learns_the_new_one():
+    group = ShareGroup("g")
+    a = group.heartbeat("a", 0, ("four",), 0.0, counts)
+    assert a is not None and a.epoch == 1
+    group.heartbeat("b", 0, ("four",), 0.0, counts)  # moves a to epoch 2 before a hears of it
+    again = group.heartbeat("a", 1, None, 1.0, counts)
+    assert again is not None and again.epoch == 2 and len(again.assignment) == 2
+    with pytest.raises(FencedMemberEpoch):  # told 2 now: 1 is stale
+        group.heartbeat("a", 1, None, 2.0, counts)

@@ -31,7 +31,7 @@ def test_accepted_records_move_the_start_offset_and_leave_the_window():
     state.acknowledge("a", 1, 2, [AckType.ACCEPT], LIMIT)
     assert state.start_offset == 0  # 0 still held
     state.acknowledge("a", 0, 0, [AckType.ACCEPT], LIMIT)
-    assert state.start_offset == 3 and sorted(state.records) == [3]
+    assert state.start_offset == 3 and [o for o, _ in state.in_flight()] == [3]
 
 
 def test_a_released_record_comes_back_with_a_higher_delivery_count():
@@ -68,7 +68,7 @@ def test_an_acknowledgement_of_a_record_held_by_another_member_changes_nothing()
         state.acknowledge("b", 0, 1, [AckType.ACCEPT], LIMIT)
     with pytest.raises(InvalidRecordState):  # the batch's first offset is a's, the second nobody's
         state.acknowledge("a", 1, 2, [AckType.ACCEPT], LIMIT)
-    assert all(r.state is RecordState.ACQUIRED and r.owner == "a" for r in state.records.values())
+    assert all(r.state is RecordState.ACQUIRED and r.owner == "a" for _, r in state.in_flight())
 
 
 def test_a_member_that_leaves_releases_what_it_held():
@@ -83,7 +83,7 @@ def test_gaps_in_the_log_are_passed_and_acknowledged_as_gaps():
     state = SharePartition(0, 0)
     assert acquire(state, "a", [1, 3], read_to=5) == [Acquired(1, 1, 1), Acquired(3, 3, 1)]
     state.acknowledge("a", 0, 4, [AckType.GAP, AckType.ACCEPT, AckType.GAP, AckType.ACCEPT, AckType.GAP], LIMIT)
-    assert state.start_offset == 5 and state.records == {}
+    assert state.start_offset == 5 and state.in_flight() == []
 
 
 def test_max_records_and_the_lock_limit_bound_an_acquisition():
@@ -94,11 +94,23 @@ def test_max_records_and_the_lock_limit_bound_an_acquisition():
                state.acquire("b", list(range(3, 500)), 500, 0, LOCK_MS, 500, LOCKS)) == LOCKS - 3
 
 
+def test_a_saved_state_comes_back_with_its_delivery_counts_and_its_locks_released():
+    state = SharePartition(0, 0)
+    acquire(state, "a", [0, 1, 2, 4, 5], read_to=6)
+    state.acknowledge("a", 1, 1, [AckType.ACCEPT], LIMIT)
+    restored = SharePartition.restored(state.start_offset, state.next_offset, state.runs())
+    assert [(o, r.state, r.delivery_count) for o, r in restored.in_flight()] == [
+        (0, RecordState.AVAILABLE, 1), (1, RecordState.ACKNOWLEDGED, 1), (2, RecordState.AVAILABLE, 1),
+        (4, RecordState.AVAILABLE, 1), (5, RecordState.AVAILABLE, 1)]
+    assert acquire(restored, "b", [0, 1, 2, 4, 5], read_to=6) == [Acquired(0, 0, 2), Acquired(2, 2, 2),
+                                                                 Acquired(4, 5, 2)]
+
+
 def test_the_log_start_moving_past_the_window_drops_what_went():
     state = SharePartition(0, 0)
     acquire(state, "a", [0, 1, 2])
     state.move_start(2)
-    assert state.start_offset == 2 and sorted(state.records) == [2]
+    assert state.start_offset == 2 and [o for o, _ in state.in_flight()] == [2]
 
 
 @settings(max_examples=200, deadline=None)
@@ -124,6 +136,6 @@ def test_every_record_is_accepted_or_archived_at_most_once_and_the_window_stays_
                 finished.append(offset)
         finished.extend(a.offset for a in state.take_archived())
         assert len(finished) == len(set(finished))
-        assert all(state.start_offset <= o < state.next_offset for o in state.records)
-        assert all(r.delivery_count <= LIMIT for r in state.records.values())
+        assert all(state.start_offset <= o < state.next_offset for o, _ in state.in_flight())
+        assert all(r.delivery_count <= LIMIT for _, r in state.in_flight())
     assert all(o in finished for o in range(state.start_offset))
