@@ -165,6 +165,11 @@ def decode_lists(payload: bytes | bytearray | memoryview, count: int, first_time
     headers = None if len(names) == 0 else [
         [{"key": names[h], "value": hvalues[h]} for h in range(header_offsets[i], header_offsets[i + 1])] or None
         for i in range(count)]
-    timestamps = [max_timestamp if log_append_time else first_timestamp + int(d) for d in timestamp_deltas]
+    timestamps = [max_timestamp if log_append_time else _int64(first_timestamp + int(d)) for d in timestamp_deltas]
     return (column(key_offsets, key_valid, key_data), column(value_offsets, value_valid, value_data), headers,
             [t if t >= 0 else None for t in timestamps])
+
+
+def _int64(value: int) -> int:
+    """As the compiled module's (and numpy's) int64 sum wraps."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
