@@ -48,6 +48,7 @@ async def consumer_group_heartbeat(context: Context, call: Call) -> Any:
             session_timeout_ms=settings.group_consumer_session_timeout_ms, instance_id=request.instance_id,
             topics=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
             regex=_regex(call, request), assignor=request.server_assignor, owned=_owned(request, names),
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
             can_read=lambda topic: context.allowed("describe", "topic", topic))
         for topic in heartbeat.topics or ():
             if not context.allowed("describe", "topic", topic):

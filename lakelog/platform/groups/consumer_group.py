@@ -6,8 +6,10 @@ joins, -1 leaves, -2 is a static member's temporary leave (its partitions wait f
 session timeout); any other epoch is a heartbeat reporting, when they changed, the partitions it owns. The
 server assigns (Kafka's `uniform` and `range` server assignors, lakelog's cooperative-sticky and range), and
 revocation is always incremental: a partition reaches its new owner only once its old owner reported that
-it no longer owns it. A member's epoch is the group generation its current assignment dates from; the
-assignment is answered only when it changed (or the member's epoch lags, as after a lost answer).
+it no longer owns it, within the member's rebalance timeout (RebalanceTimeoutMs, counted from the answer that
+told it), after which the member is fenced: removed, so its partitions move. A member's epoch is the group
+generation its current assignment dates from; the assignment is answered only when it changed (or the
+member's epoch lags, as after a lost answer).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class ConsumerHeartbeat:
     regex: str | None = None
     assignor: str | None = None
     owned: frozenset[TopicPartition] | None = None
+    rebalance_timeout_ms: int | None = None  # how long the member may take to revoke (None, -1: unchanged)
     # Which topics the member may describe (access control): a regex subscription only gets those.
     can_read: Callable[[str], bool] | None = field(default=None, compare=False)
 
@@ -99,11 +102,15 @@ def heartbeat(membership: Membership, group_id: str, request: ConsumerHeartbeat,
                                 f"{member.epoch}: join again")
     member.last_heartbeat = member.last_poll = now
     _resubscribe(membership, group, member, request, counts)
+    if request.rebalance_timeout_ms is not None and request.rebalance_timeout_ms > 0:
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
     if request.owned is not None:
         released = member.revoking - request.owned
         if released:
             membership.release(group, member, released)
-    return _answer(group, member, resend=request.member_epoch != member.epoch)
+    answer = _answer(group, member, resend=request.member_epoch != member.epoch)
+    _time_revocation(member, now)
+    return answer
 
 
 def check_commit(group: Group, member_id: str, epoch: int) -> Member:
@@ -145,7 +152,11 @@ def _join(membership: Membership, group_id: str, request: ConsumerHeartbeat, now
                           group_instance_id=request.instance_id, assignor=assignor, can_read=request.can_read)
     membership.join(group_id, options, request.member_id, now, counts, kind=CONSUMER)
     group, member = membership.member(group_id, request.member_id)
-    return _answer(group, member, resend=True)
+    if request.rebalance_timeout_ms is not None and request.rebalance_timeout_ms > 0:
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+    answer = _answer(group, member, resend=True)
+    _time_revocation(member, now)  # a static member's new instance may inherit partitions being revoked
+    return answer
 
 
 def _resubscribe(membership: Membership, group: Group, member: Member, request: ConsumerHeartbeat,
@@ -161,6 +172,16 @@ def _resubscribe(membership: Membership, group: Group, member: Member, request: 
     else:
         return
     membership.rebalance(group, counts)
+
+
+def _time_revocation(member: Member, now: float) -> None:
+    """Once a member has been told to revoke partitions (this heartbeat's answer), it has its rebalance timeout
+    to report them given up; `Membership.tick` fences it after that. Kafka's rule: the timer starts when the
+    member is told, and stops when it owns no partition it must give up."""
+    if not member.revoking:
+        member.revoke_deadline = None
+    elif member.revoke_deadline is None:
+        member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
 
 
 def _answer(group: Group, member: Member, resend: bool) -> ConsumerAnswer:

@@ -89,6 +89,10 @@ class Member:
     requests: int = 0  # the highest poll request number the member sent (`positions.start`)
     cursor: int = 0  # where the next poll starts, so partitions take turns
     epoch: int = 0  # a consumer-protocol member's epoch: the generation its answered assignment dates from
+    # A consumer-protocol member told to revoke partitions must report them given up by then (its rebalance
+    # timeout after it was told, `consumer_group.py`), or it is fenced: removed, and its partitions move.
+    revoke_deadline: float | None = None
+    rebalance_timeout_ms: int = 300_000  # Kafka's default max.poll.interval.ms, for a member that named none
 
     def subscribed(self, topics: PartitionCounts) -> frozenset[str]:
         if self.pattern is not None:
@@ -285,9 +289,11 @@ class Membership:
         for member in list(group.members.values()):
             silent = now - member.last_heartbeat > member.options.session_timeout_ms / 1000
             stalled = group.kind == HTTP and now - member.last_poll > member.options.max_poll_interval_ms / 1000
-            if silent or stalled:
-                log.info("removing member %s of %s (%s)", member.member_id, group.group_id,
-                         "session timeout" if silent else "max.poll.interval.ms passed")
+            late = member.revoke_deadline is not None and now > member.revoke_deadline and bool(member.revoking)
+            if silent or stalled or late:
+                reason = "session timeout" if silent else "max.poll.interval.ms passed" if stalled else \
+                    f"partitions {sorted(member.revoking)} not revoked within its rebalance timeout"
+                log.info("removing member %s of %s (%s)", member.member_id, group.group_id, reason)
                 self._remove(group, member, counts)
 
     def _metadata_changed(self, group: Group, counts: PartitionCounts) -> bool:
