@@ -20,7 +20,7 @@ from lakelog.platform.groups import GroupCoordinator
 from lakelog.platform.ops.history import HistorySampler
 from lakelog.platform.schema_registry import SchemaRegistry
 from lakelog.platform.schema_registry.validation import RecordValidator
-from lakelog.platform.share import ShareCoordinator
+from lakelog.platform.share import ShareCoordinator, group_owner
 from lakelog.platform.transactions.coordinator import TransactionCoordinator, cluster_owner
 from lakelog.platform.transactions.handover import Handover
 from lakelog.settings import Settings
@@ -73,7 +73,7 @@ class Services:
         the root)."""
         with self._registry_lock:
             if self._shares is None:
-                self._shares = ShareCoordinator(self.broker, self.settings)
+                self._shares = ShareCoordinator(self.broker, self.settings, owns=group_owner(self.broker.cluster))
             return self._shares
 
     def record_validator(self) -> RecordValidator:

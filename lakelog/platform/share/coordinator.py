@@ -20,12 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelog.platform.broker.node import Broker
 from lakelog.platform.errors import LakelogError, OffsetOutOfRange, UnknownTopicOrPartition
@@ -34,9 +31,11 @@ from lakelog.platform.groups.membership import check_group_id
 from lakelog.platform.records import FetchResult, TopicPartition
 from lakelog.platform.share import config as share_config
 from lakelog.platform.share import dead_letters
+from lakelog.platform.share.calls import Ack, Delivery, HeartbeatAnswer, only_acquired
 from lakelog.platform.share.errors import GroupNotEmpty, InvalidRecordState
 from lakelog.platform.share.group import ShareGroup, ShareMember
-from lakelog.platform.share.partition import Acquired, Archived, SharePartition
+from lakelog.platform.share.holdings import Holdings
+from lakelog.platform.share.partition import Archived, SharePartition
 from lakelog.platform.share.state_store import Key, ShareStateStore
 from lakelog.settings import GroupSettings
 
@@ -44,34 +43,6 @@ log = logging.getLogger(__name__)
 
 REAP_INTERVAL_S = 0.5
 LEAVE_GRACE_S = 1.0  # a member that left may still acknowledge this long (its acks raced its leave heartbeat)
-
-
-@dataclass(frozen=True)
-class Ack:
-    """One acknowledgement batch: a type per offset from `first` to `last`, or one for them all."""
-
-    topic: str
-    partition: int
-    first: int
-    last: int
-    types: tuple[int, ...]
-
-
-@dataclass
-class Delivery:
-    """One partition's answer to a fetch: the records read (a superset of those acquired) and what was
-    acquired, or the error that kept it from being read."""
-
-    records: pa.Table | None = None
-    acquired: list[Acquired] = field(default_factory=list)
-    error: LakelogError | None = None
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    epoch: int
-    assignment: frozenset[TopicPartition] | None  # None: unchanged since the last answer
 
 
 @dataclass
@@ -92,14 +63,15 @@ class _Changes:
 
 class ShareCoordinator:
     def __init__(self, broker: Broker, settings: GroupSettings, store: ShareStateStore | None = None,
-                 reap: bool = True) -> None:
+                 reap: bool = True, owns: Callable[[str], bool] = lambda group_id: True) -> None:
         self.broker = broker
         self.settings = settings
         self.store = store or ShareStateStore(broker.storage, broker.settings.request_timeout_ms)
         self._lock = threading.RLock()
         self.groups: dict[str, ShareGroup] = {}
         self._leaving: dict[tuple[str, str], float] = {}  # members that left: when their records go back
-        self.partitions, self.configs = self.store.load()
+        self.partitions, self.configs = self.store.load()  # for listing; each group is read again when used
+        self.holdings = Holdings(owns)
         for group_id, _, _ in self.partitions:
             self.groups.setdefault(group_id, ShareGroup(group_id))
         for group_id in self.configs:
@@ -109,11 +81,36 @@ class ShareCoordinator:
         if reap:
             self._reaper.start()
 
+    def _take(self, group_id: str) -> None:
+        """The group's latest state from the table, when it comes to this node (see holdings.py)."""
+        if self.holdings.held(group_id):
+            return
+        partitions, configs = self.store.load(group_id)
+        with self._lock:
+            if self.holdings.held(group_id):
+                return
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                del self.partitions[key]
+            self.partitions.update(partitions)
+            self.configs.pop(group_id, None)
+            self.configs.update(configs)
+            self.groups.setdefault(group_id, ShareGroup(group_id))
+            self.holdings.hold(group_id)
+
+    def _drop(self, group_id: str) -> None:
+        """Forget a group another node serves now (its members join there)."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        self.groups.pop(group_id, None)
+        self.configs.pop(group_id, None)
+        log.info("share group %r: served by another node now", group_id)
+
     # ---- membership ---------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, epoch: int, topics: Sequence[str] | None,
                   client: tuple[str, str] = ("", "")) -> HeartbeatAnswer:
         check_group_id(group_id)
+        self._take(group_id)
         changes = _Changes()
         with self._lock:
             group = self.groups.setdefault(group_id, ShareGroup(group_id))
@@ -154,6 +151,7 @@ class ShareCoordinator:
         failed (the other batches of the call still apply)."""
         if not acks:
             return {}
+        self._take(group_id)
         changes = _Changes()
         with self._lock:
             self._member(group_id, member_id, acknowledging=True)
@@ -167,6 +165,7 @@ class ShareCoordinator:
         """Acknowledge, then deliver up to `max_records` records of `partitions` to the member, waiting up to
         `max_wait_ms` for some. Answers (failed acknowledgements, each partition's delivery)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
+        self._take(group_id)
         changes = _Changes()
         with self._lock:
             self._member(group_id, member_id, acknowledging=True)
@@ -245,7 +244,7 @@ class ShareCoordinator:
                 if acquired or window != (state.start_offset, state.next_offset):
                     changes.note(key, state)
             budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-            deliveries[(topic, partition)] = Delivery(_only(fetched.records, acquired), acquired)
+            deliveries[(topic, partition)] = Delivery(only_acquired(fetched.records, acquired), acquired)
         return deliveries
 
     def _read(self, state: SharePartition, topic: str, partition: int, start: int, budget: int,
@@ -287,6 +286,7 @@ class ShareCoordinator:
         check_group_id(group_id)
         for name, value in changes.items():
             share_config.check(name, value)
+        self._take(group_id)
         with self._lock:
             current = dict(self.configs.get(group_id, {}))
             for name, value in changes.items():
@@ -306,6 +306,7 @@ class ShareCoordinator:
             return sorted(self.groups)
 
     def group(self, group_id: str) -> ShareGroup:
+        self._take(group_id)
         with self._lock:
             group = self.groups.get(group_id)
             if group is None:
@@ -314,15 +315,18 @@ class ShareCoordinator:
 
     def start_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """Each share-partition's start offset: every record before it is accepted or archived."""
+        self._take(group_id)
         with self._lock:
             return {(t, p): s.start_offset for (g, t, p), s in self.partitions.items() if g == group_id}
 
     def in_flight(self, group_id: str) -> dict[TopicPartition, SharePartition]:
+        self._take(group_id)
         with self._lock:
             return {(t, p): s for (g, t, p), s in self.partitions.items() if g == group_id}
 
     def alter_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Start the share-partitions over at these offsets (the group must have no members)."""
+        self._take(group_id)
         changes = _Changes()
         with self._lock:
             self._check_empty(group_id, "alter its offsets")
@@ -335,6 +339,7 @@ class ShareCoordinator:
 
     def delete_offsets(self, group_id: str, topics: Sequence[str]) -> None:
         """Forget the group's share-partitions of these topics (the group must have no members)."""
+        self._take(group_id)
         changes = _Changes()
         with self._lock:
             self._check_empty(group_id, "delete its offsets")
@@ -344,6 +349,7 @@ class ShareCoordinator:
         self._apply(group_id, changes)
 
     def delete_group(self, group_id: str) -> None:
+        self._take(group_id)
         with self._lock:
             self._check_empty(group_id, "delete it")
             for key in [k for k in self.partitions if k[0] == group_id]:
@@ -365,7 +371,10 @@ class ShareCoordinator:
         now, wall_ms = time.monotonic(), int(time.time() * 1000)
         timeout_s = self.settings.group_share_session_timeout_ms / 1000
         touched: dict[str, _Changes] = {}
+        gone = self.holdings.gone(list(self.groups))
         with self._lock:
+            for group_id in gone:
+                self._drop(group_id)
             for (group_id, member_id), at in list(self._leaving.items()):
                 if at <= now:
                     del self._leaving[(group_id, member_id)]
@@ -427,18 +436,3 @@ class ShareCoordinator:
 
     def flush(self) -> None:
         self.store.flush()
-
-
-def _only(records: pa.Table, acquired: list[Acquired]) -> pa.Table:
-    """The rows of the acquired offsets (a read holds others' records too)."""
-    if not acquired or records.num_rows == 0:
-        return records.slice(0, 0)
-    offsets = records.column("offset")
-    first, last = int(offsets[0].as_py()), int(offsets[-1].as_py())
-    if len(acquired) == 1 and acquired[0].first_offset <= first and acquired[0].last_offset >= last:
-        return records  # all of the read (the usual case: new records for one member)
-    mask = None
-    for run in acquired:
-        inside = pc.and_(pc.greater_equal(offsets, run.first_offset), pc.less_equal(offsets, run.last_offset))
-        mask = inside if mask is None else pc.or_(mask, inside)
-    return records.filter(mask)

@@ -71,7 +71,7 @@ class ShareStateStore:
         self._appends = 0  # since the last compaction
         self._writes = GroupCommit("share-state-writer", self._write, linger_ms=0)
 
-    def load(self) -> tuple[dict[Key, SharePartition], dict[str, dict[str, str]]]:
+    def load(self, group_id: str | None = None) -> tuple[dict[Key, SharePartition], dict[str, dict[str, str]]]:
         """Every share-partition's latest state (records acquired when it was saved are available again: their
         locks did not outlive the node), and every group's configs."""
         self._dt.update_incremental()
@@ -81,7 +81,9 @@ class ShareStateStore:
         if table.num_rows == 0:
             return {}, {}
         table = latest_rows(table, ["group", "topic", "partition"], ["written"])
-        self._last_written = max(table.column("written").to_pylist())
+        self._last_written = max(self._last_written, *table.column("written").to_pylist())
+        if group_id is not None:
+            table = table.filter(pc.equal(table.column("group"), group_id))
         partitions: dict[Key, SharePartition] = {}
         configs: dict[str, dict[str, str]] = {}
         names = ("group", "topic", "partition", "start_offset", "next_offset", "records", "deleted")
