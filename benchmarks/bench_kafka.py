@@ -122,7 +122,13 @@ def arrow_produce(url: str, topic: str, n: int, first: int = 0) -> Run:
                 count = min(ARROW_BATCH, first + n - start)
                 body = _arrow_body(_keys(start, count))
                 sent = time.perf_counter()
-                response = c.post(f"/v1/topics/{topic}/records", content=body, headers={"content-type": ARROW_STREAM})
+                while True:  # 503 and 429 are back-pressure (tables behind the journal, bytes in flight): a
+                    # client retries them, as a Kafka client retries a retriable error
+                    response = c.post(f"/v1/topics/{topic}/records", content=body,
+                                      headers={"content-type": ARROW_STREAM})
+                    if response.status_code not in (429, 503):
+                        break
+                    time.sleep(0.05)
                 took = (time.perf_counter() - sent) * 1000
                 with lock:
                     latencies.extend([took] * count)
