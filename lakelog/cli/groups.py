@@ -1,13 +1,14 @@
 """`lakelog groups`, as kafka-consumer-groups.sh: list, describe (lag), delete, reset-offsets, on the
 root's committed offsets (lakelog/platform/groups); share groups (KIP-932) are listed and described too, from
 their state on the root (`_control/share_state`), with type "share". A consumer group's type ("classic" or
-"consumer", KIP-848) is its live members', which only a running server knows (GET /v1/groups/{group}).
+"consumer", KIP-848) is its live members', which only a running server knows: `--url` asks it.
 """
 
 from __future__ import annotations
 
 import json
 
+import httpx
 import typer
 
 from lakelog.cli.common import OutputOption, broker, fail, group_coordinator, output_format, print_table
@@ -44,13 +45,33 @@ def share_states() -> tuple[dict[str, dict[tuple[str, int], SharePartition]], se
     return states, set(states) | set(configs)
 
 
+LiveOption = typer.Option(None, "--url", envvar="LAKELOG_URL",
+                          help="a running server: each group's type (classic or consumer) is its live members'")
+
+
+def live_types(url: str | None) -> dict[str, str]:
+    """The type of each group a running server coordinates (none without --url, or when it cannot answer)."""
+    if not url:
+        return {}
+    try:
+        answer = httpx.get(f"{url.rstrip('/')}/v1/groups", timeout=30)
+        answer.raise_for_status()
+    except httpx.HTTPError as exc:
+        typer.echo(f"note: {url} did not answer ({exc}): group types unknown", err=True)
+        return {}
+    return {g["group"]: g["type"] for g in answer.json()["groups"]}
+
+
 @groups_app.command("list")
-def groups_list(output: str | None = OutputOption) -> None:
+def groups_list(output: str | None = OutputOption, url: str | None = LiveOption) -> None:
     """Groups with committed offsets and the topics they committed, and share groups (type "share") with
-    the topics they read. The type of the others is their live members' (see GET /v1/groups/{group})."""
+    the topics they read. With --url, each other group's type (classic or consumer) from the running server."""
+    live = live_types(url)
     with group_coordinator() as coordinator:
+        known = set(coordinator.group_ids())
         groups: list[tuple[str, str | None, list[str]]] = [
-            (g, None, sorted({t for t, _ in coordinator.committed(g)})) for g in coordinator.group_ids()]
+            (g, live.get(g), sorted({t for t, _ in coordinator.committed(g)})) for g in sorted(known)]
+    groups += [(g, kind, []) for g, kind in sorted(live.items()) if g not in known]  # members, no commits yet
     states, shares = share_states()
     groups += [(g, "share", sorted({t for t, _ in states.get(g, {})})) for g in sorted(shares)]
     if output_format(output) == "json":

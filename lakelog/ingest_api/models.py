@@ -279,6 +279,8 @@ class GroupDescription(Strict):
 class GroupSummary(Strict):
     group: str
     state: str
+    type: str = Field("classic", description="classic (HTTP members or Kafka's classic protocol) or consumer "
+                      "(KIP-848's group.protocol=consumer)")
 
 
 class GroupList(Strict):

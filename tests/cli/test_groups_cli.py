@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from lakelog.platform import Broker, Record
+from tests.http.conftest import start_server  # noqa: F401  (the fixture)
 
 LAKELOG = [sys.executable, "-m", "lakelog.cli"]
 
@@ -215,3 +217,33 @@ def test_tables_never_truncate_cells(root: str) -> None:
     run(root, "consume", "orders", "--group", group, "--partition", "0")
     out = run(root, "groups", "describe", group, "-o", "table", env={"TERM": "dumb", "COLUMNS": "40"})
     assert table(out)[1] == [group, "orders", "0", "5", "5", "0", "-"]
+
+
+def test_groups_list_with_url_shows_each_group_s_type_from_the_running_server(start_server) -> None:  # noqa: ANN001
+    """A classic group (an HTTP member) and a KIP-848 group (confluent-kafka, group.protocol=consumer) on a
+    running server: `--url` gives their types; without it the CLI cannot know them."""
+    from confluent_kafka import Consumer
+
+    from tests.http.conftest import ThreadServer
+    from tests.log_check import assert_topic_intact
+    from tests.patience import STUCK_S
+
+    server: ThreadServer = start_server(group_consumer_heartbeat_interval_ms=500)
+    with server.client() as c:
+        c.post("/v1/topics", json={"name": "typed-groups", "partitions": 2}).raise_for_status()
+        c.post("/v1/groups/http-readers/members", json={"topics": ["typed-groups"]}).raise_for_status()
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "next-readers",
+                         "group.protocol": "consumer"})
+    consumer.subscribe(["typed-groups"])
+    try:
+        deadline = time.monotonic() + STUCK_S
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the KIP-848 member never got its assignment"
+            consumer.poll(0.1)
+        types = {g["group"]: g["type"] for g in lines(run(server.root, "groups", "list", "--url", server.url))}
+        assert types == {"http-readers": "classic", "next-readers": "consumer"}
+        untyped = {g["group"]: g["type"] for g in lines(run(server.root, "groups", "list"))}
+        assert all(kind is None for kind in untyped.values())
+    finally:
+        consumer.close()
+    assert_topic_intact(server.root, "typed-groups")

@@ -175,7 +175,7 @@ def test_console_shows_topics_records_and_groups_with_the_api_key(
     driver.find_element("id", "nav-groups").click()  # type: ignore[attr-defined]
     groups = wait_for(driver, lambda: rows(driver, "groups")[0][0] == "billing" and rows(driver, "groups"),
                       "the groups")
-    assert groups == [["billing", "Stable", "1", "orders", str(ends[0] - 1 + ends[1] - 2)]]
+    assert groups == [["billing", "classic", "Stable", "1", "orders", str(ends[0] - 1 + ends[1] - 2)]]
     opened_ms = time.time() * 1000
     driver.find_element("link text", "billing").click()  # type: ignore[attr-defined]
     offsets = wait_for(driver, lambda: rows(driver, "offsets")[0][0] == "orders" and rows(driver, "offsets"),

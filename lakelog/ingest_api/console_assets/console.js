@@ -283,9 +283,9 @@ async function groupsPage() {
     const { groups } = await api("/v1/groups");
     const details = await Promise.all(groups.map((g) => api("/v1/groups/" + enc(g.group))));
     replace("groups", table("groups",
-      [["Group"], ["State"], ["Members", { num: true }], ["Topics"], ["Lag", { num: true }]],
+      [["Group"], ["Type"], ["State"], ["Members", { num: true }], ["Topics"], ["Lag", { num: true }]],
       details.map((d) => [
-        el("a", { href: "#/groups/" + enc(d.group) }, d.group), d.state, d.members.length,
+        el("a", { href: "#/groups/" + enc(d.group) }, d.group), d.type, d.state, d.members.length,
         [...new Set(d.offsets.map((o) => o.topic))].join(", "),
         d.offsets.reduce((n, o) => n + (o.lag || 0), 0),
       ]), "no consumer groups (or none you may describe)"));

@@ -67,7 +67,9 @@ def entries(offsets: dict[tuple[str, int], CommittedOffset], lag: dict[tuple[str
 @router.get("", response_model=GroupList, summary="List groups (those the caller may describe)")
 async def list_groups(services: Svc, principal: Principal) -> GroupList:
     allowed = services.authorizer.allowed
-    return GroupList(groups=[GroupSummary(group=g, state=s) for g, s in services.coordinator.list_groups()
+    kinds = services.coordinator.group_types()
+    return GroupList(groups=[GroupSummary(group=g, state=s, type=kinds.get(g, "classic"))
+                             for g, s in services.coordinator.list_groups()
                              if allowed(principal, "describe", "group", g)])
 
 
