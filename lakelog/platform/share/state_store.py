@@ -6,7 +6,10 @@ can query: the start offset, and each in-flight record's state and delivery coun
 Saves are group-committed: every save that arrived while the previous append was in flight goes into one
 Delta commit, and each caller's future is answered once that commit is durable. A share coordinator answers
 an acknowledgement or a delivery only after that, so a node that loads the state after a crash never
-delivers a record fewer times than a consumer saw it, nor again once it was accepted.
+delivers a record fewer times than a consumer saw it, nor again once it was accepted. A commit is one PUT of
+its data file and one put-if-absent of its commit file, checkpoints and old commit files are left to a
+background thread (`state_table.py`), and every COMPACT_EVERY appends the table is rewritten to its latest
+rows.
 
 Group configs set by IncrementalAlterConfigs on a GROUP resource (`share.auto.offset.reset`, ...) are rows of
 the same table with partition -1 and the config as JSON in `records`.
@@ -22,15 +25,17 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
+from lakelog.platform.delta.control_table import latest_rows, read_control_table
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import SHARE_STATE_TABLE
 from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.share.partition import SharePartition
+from lakelog.platform.share.state_table import StateTable
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
 
 log = logging.getLogger(__name__)
@@ -47,9 +52,11 @@ SHARE_STATE_SCHEMA = pa.schema([
 ])
 CONFIGS = -1
 COMPACT_EVERY = 50  # appends between rewrites to the latest rows (the table's checkpoint interval)
-# A busy share group commits many times a second, and a Delta commit costs more with every commit file left in
-# _delta_log: those older than the last checkpoint go after 10 s (no one time-travels share state).
-SHARE_STATE_PROPERTIES: dict[str, str | None] = {"delta.logRetentionDuration": "interval 10 seconds"}
+# A busy share group commits many times a second, and a Delta snapshot costs more with every commit file left in
+# _delta_log and every removed file a checkpoint keeps: commit files older than the last checkpoint go after 10 s,
+# a compaction's removes leave the checkpoints after 10 s too (no one time-travels share state).
+SHARE_STATE_PROPERTIES: dict[str, str | None] = {"delta.logRetentionDuration": "interval 10 seconds",
+                                                 "delta.deletedFileRetentionDuration": "interval 10 seconds"}
 Key = tuple[str, str, int]
 
 
@@ -63,7 +70,7 @@ class _Save:
 class ShareStateStore:
     def __init__(self, storage: Storage, timeout_ms: int = 30_000) -> None:
         self._storage = storage
-        self._dt = open_control_table(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA, SHARE_STATE_PROPERTIES)
+        self.table = StateTable(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA, SHARE_STATE_PROPERTIES)
         self._timeout_s = timeout_ms / 1000
         self._last_written = 0
         self.commits = 0
@@ -74,10 +81,10 @@ class ShareStateStore:
     def load(self, group_id: str | None = None) -> tuple[dict[Key, SharePartition], dict[str, dict[str, str]]]:
         """Every share-partition's latest state (records acquired when it was saved are available again: their
         locks did not outlive the node), and every group's configs."""
-        self._dt.update_incremental()
-        if self._dt.version() <= 0:
+        snapshot = self.table.snapshot()
+        if snapshot.version() <= 0:
             return {}, {}
-        table = read_control_table(self._storage, self._dt)
+        table = read_control_table(self._storage, snapshot)
         if table.num_rows == 0:
             return {}, {}
         table = latest_rows(table, ["group", "topic", "partition"], ["written"])
@@ -124,6 +131,7 @@ class ShareStateStore:
 
     def close(self) -> None:
         self._writes.close()
+        self.table.close()
 
     def _submit(self, rows: dict[Key, tuple[int, int, str, bool]]) -> Future:
         save = _Save(rows, time.monotonic() + self._timeout_s)
@@ -146,9 +154,12 @@ class ShareStateStore:
             "records": [v[2] for v in values], "deleted": [v[3] for v in values], "written": [stamp] * len(keys),
         }, schema=SHARE_STATE_SCHEMA)
         deadline = max(s.deadline for s in batch)
+        add: AddAction | None = None
         while True:
             try:
-                write_deltalake(self._dt, table, mode="append")
+                if add is None:
+                    add = self.table.write_data(table)
+                self.table.append(add, table)  # tried again with the same file: a commit that landed is found
                 break
             except STORAGE_ERRORS as exc:
                 if time.monotonic() >= deadline:
@@ -156,10 +167,6 @@ class ShareStateStore:
                         fail(save.future, StorageUnavailable(f"could not save share-group state: {exc}"))
                     return
                 time.sleep(STORAGE_RETRY_PAUSE_S)
-                try:
-                    self._dt.update_incremental()
-                except STORAGE_ERRORS:
-                    pass
         self._last_written = stamp
         self.commits += 1
         for save in batch:
@@ -171,18 +178,26 @@ class ShareStateStore:
     def _compact(self) -> None:
         """Rewrite the table to its latest row per key, in one file: a Delta commit costs more with every file
         the table holds, and a busy share group appends a file per save. On this writer's thread, so no save of
-        this node is missed; another node's append meanwhile makes the overwrite fail, and it is tried again
-        after the next COMPACT_EVERY appends."""
+        this node is missed. From the rows this writer holds when it made every commit since its last
+        compaction (nothing read); else from the table read whole, through delta-rs, whose overwrite fails when
+        another node appended meanwhile: it is tried again after the next COMPACT_EVERY appends."""
         self._appends = 0
         try:
-            self._dt.update_incremental()
-            rows = read_control_table(self._storage, self._dt)
-            latest = latest_rows(rows, ["group", "topic", "partition"], ["written"])
-            latest = latest.filter(pc.invert(latest.column("deleted"))).cast(SHARE_STATE_SCHEMA)
-            write_deltalake(self._dt, latest, mode="overwrite")
+            held = self.table.held_rows()
+            if held is not None and self.table.replace(_latest(held)):
+                self.compactions += 1
+                return
+            snapshot = self.table.snapshot()
+            self.table.overwrite(snapshot, _latest(read_control_table(self._storage, snapshot)))
             self.compactions += 1
         except (CommitFailedError, *STORAGE_ERRORS) as exc:
             log.info("share-state compaction skipped (tried again later): %s", exc)
+
+
+def _latest(rows: pa.Table) -> pa.Table:
+    """The latest row per key, those of deleted states left out."""
+    latest = latest_rows(rows, ["group", "topic", "partition"], ["written"])
+    return latest.filter(pc.invert(latest.column("deleted"))).cast(SHARE_STATE_SCHEMA)
 
 
 def encode(state: SharePartition) -> str:
