@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 LOG_RETENTION = "delta.logRetentionDuration"
 REMOVED_FILE_DELETE_DELAY_S = 60.0  # a compaction's removed files outlive any read of the snapshot before
+STALE_AFTER_S = 10.0  # the known version is listed again after half this (or half the log retention, if shorter)
 _MAINTENANCE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakelog-share-state-maintenance")
 _UNITS_S = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0, "week": 604800.0}
 
@@ -102,9 +103,14 @@ class StateTable:
         self.schema = schema
         table = open_control_table(storage, path, schema, properties)
         self.version = table.version()
+        self._known_at = time.monotonic()  # when `version` was last known to be the latest
         config = table.metadata().configuration
         self.checkpoint_interval = int(config.get(CHECKPOINT_INTERVAL) or CONTROL_TABLE_PROPERTIES[CHECKPOINT_INTERVAL])
         self.log_kept_s = interval_s(config.get(LOG_RETENTION) or CONTROL_TABLE_PROPERTIES[LOG_RETENTION])
+        # A commit file is deleted only once older than the retention, so a version after one known to be the
+        # latest less than that long ago was never written and deleted: a put there is a true test of it. Past
+        # half of it (clocks differ), the writer lists the log first.
+        self.fresh_s = min(self.log_kept_s or STALE_AFTER_S, STALE_AFTER_S) / 2
         self.checkpoints = 0  # written by this process
         self._cond = threading.Condition()  # guards the four fields below
         self._due = -1  # the latest version due for a checkpoint
@@ -138,11 +144,12 @@ class StateTable:
         errors (the caller tries again with the same `add`: a commit of it that landed is found, not made
         twice)."""
         commit = encode_commit([add], [], {}, None)
+        self._catch_up_if_stale()
         while True:
             version = self.version + 1
             if self.storage.put_if_absent(commit_uri(self.uri, version), commit) or self._holds(version, add):
                 break
-            self.version = max(version, latest_version(self.storage, self.uri))  # the next try: the latest + 1
+            self._catch_up(version)
         self._committed(version)
         held = self._held
         if held is not None and held.version == version - 1:
@@ -169,6 +176,7 @@ class StateTable:
     def replace(self, rows: pa.Table) -> bool:
         """Replace every file of the table by `rows`, the latest rows of `held_rows()`, in one commit put at the
         next version; False (nothing changed) when another writer took it."""
+        self._catch_up_if_stale()
         held = self._held
         if held is None or held.version != self.version:
             return False
@@ -177,6 +185,7 @@ class StateTable:
         commit = replace_commit(held.version, held.files, add, now_ms())
         if not self.storage.put_if_absent(commit_uri(self.uri, version), commit):
             self._held = None
+            self._catch_up(version)
             try:
                 self.storage.delete_files([f"{self.uri}/{add.path}"])
             except STORAGE_ERRORS:
@@ -193,15 +202,24 @@ class StateTable:
         read = table.version()
         removed = table.file_uris()
         write_deltalake(table, rows, mode="overwrite")
-        self.version = max(self.version, table.version())
+        self.version, self._known_at = max(self.version, table.version()), time.monotonic()
         self._held = None
         if table.version() == read + 1:
             files = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes"]).to_pylist()
             self._held = _Held(table.version(), [(f["path"], int(f["size_bytes"])) for f in files], [rows])
         self._removing(removed)
 
+    def _catch_up_if_stale(self) -> None:
+        if time.monotonic() - self._known_at >= self.fresh_s:
+            self._catch_up(self.version)
+
+    def _catch_up(self, taken: int) -> None:
+        """`taken` is not free: the next try is the latest version's next (one listing of the log)."""
+        known_at = time.monotonic()
+        self.version, self._known_at = max(taken, latest_version(self.storage, self.uri)), known_at
+
     def _committed(self, version: int) -> None:
-        self.version = version
+        self.version, self._known_at = version, time.monotonic()
         if version % self.checkpoint_interval == 0:
             self._request(version)
 

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+
 from lakelog.platform.delta.control_table import latest_rows
 from lakelog.platform.delta.delta_log import added_paths, checkpoint_name, commit_uri, versions
 from lakelog.platform.errors import StorageUnavailable
@@ -117,6 +118,27 @@ def test_two_writers_interleaved_lose_no_row_and_never_share_a_version(tmp_path)
     partitions, _ = loaded(root)
     assert len(partitions) == 60
     assert first.commits + second.commits == 60
+
+
+def test_a_writer_idle_while_others_committed_and_cleaned_lists_the_log_before_its_put(tmp_path) -> None:
+    """Versions another writer committed and cleaned since look free: a put there would be lost to readers."""
+    root = str(tmp_path)
+    idle = ShareStateStore(Storage.open(root))
+    busy = ShareStateStore(Storage.open(root))
+    for i in range(COMPACT_EVERY + 5):
+        saved(busy, ("b", "t", 0), i + 1)
+    busy.flush()
+    assert busy.table.wait()
+    busy.close()
+    storage = Storage.open(root)
+    uri = storage.uri(SHARE_STATE_TABLE)
+    storage.delete_files([commit_uri(uri, v) for v in range(50)])  # as a cleanup behind the checkpoint of 50
+    idle.table.fresh_s = 0.0  # its known version (0) is as old as the retention
+    saved(idle, ("a", "t", 0), 7)
+    idle.close()
+    assert versions(storage, uri)[-1] == COMPACT_EVERY + 7  # after the busy writer's appends and compaction
+    assert {key: value[1] for key, value in loaded(root)[0].items()} == \
+        {("a", "t", 0): 7, ("b", "t", 0): COMPACT_EVERY + 5}
 
 
 def test_an_ambiguous_put_that_landed_is_not_committed_twice(tmp_path, monkeypatch) -> None:
