@@ -41,7 +41,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
-from deltalake.transaction import AddAction
+from deltalake.transaction import AddAction, CommitProperties
 
 from lakelog.platform.clock import now_ms
 from lakelog.platform.delta.control_table import CONTROL_TABLE_PROPERTIES, open_control_table
@@ -54,7 +54,7 @@ from lakelog.platform.delta.delta_log import (
     encode_commit,
     latest_version,
 )
-from lakelog.platform.storage import STORAGE_ERRORS, Storage
+from lakelog.platform.storage import DELTA_COMMIT_RETRIES, STORAGE_ERRORS, Storage
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,24 @@ def replace_commit(read_version: int, removed: list[tuple[str, int]], add: AddAc
     return b"\n".join(orjson.dumps(line) for line in lines)
 
 
+def _with_properties(table: DeltaTable, properties: dict[str, str | None]) -> DeltaTable:
+    """The table, its properties set to `properties` where it says otherwise (a table created before they were
+    its own: a compaction's removes would stay in every checkpoint for Delta's default week). Best effort: a
+    failure is logged, and the next open tries again."""
+    wanted = {key: value for key, value in properties.items() if value is not None}
+    current = table.metadata().configuration
+    if all(current.get(key) == value for key, value in wanted.items()):
+        return table
+    try:
+        table.alter.set_table_properties(wanted, raise_if_not_exists=False,
+                                         commit_properties=CommitProperties(max_commit_retries=DELTA_COMMIT_RETRIES))
+        log.info("properties of %s set to %s", table.table_uri, wanted)
+    except STORAGE_ERRORS as exc:
+        log.warning("properties of %s not updated: %s", table.table_uri, exc)
+    table.update_incremental()
+    return table
+
+
 class StateTable:
     """The table and the latest version this writer knows (`version`, the writer thread's)."""
 
@@ -101,7 +119,7 @@ class StateTable:
         self.storage = storage
         self.uri = storage.uri(path)
         self.schema = schema
-        table = open_control_table(storage, path, schema, properties)
+        table = _with_properties(open_control_table(storage, path, schema, properties), properties or {})
         self.version = table.version()
         self._known_at = time.monotonic()  # when `version` was last known to be the latest
         config = table.metadata().configuration

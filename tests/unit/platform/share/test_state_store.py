@@ -11,13 +11,19 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakelog.platform.delta.control_table import latest_rows
+from lakelog.platform.delta.control_table import latest_rows, open_control_table
 from lakelog.platform.delta.delta_log import added_paths, checkpoint_name, commit_uri, versions
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import SHARE_STATE_TABLE
 from lakelog.platform.share import state_table
 from lakelog.platform.share.partition import SharePartition
-from lakelog.platform.share.state_store import COMPACT_EVERY, SHARE_STATE_SCHEMA, ShareStateStore, _latest
+from lakelog.platform.share.state_store import (
+    COMPACT_EVERY,
+    SHARE_STATE_PROPERTIES,
+    SHARE_STATE_SCHEMA,
+    ShareStateStore,
+    _latest,
+)
 from lakelog.platform.share.state_table import interval_s
 from lakelog.platform.storage import Storage
 from tests.delta_readers import connect
@@ -200,6 +206,19 @@ def test_old_commit_files_and_removed_data_files_are_deleted_after_their_delays(
     assert first_file is not None and not os.path.exists(first_file)  # compacted away, then deleted
     assert loaded(root)[0] == {("g", "t", 0): (0, 101, [(0, 100, 2, 1)]), ("g", "t", 1): (0, 100, [(0, 99, 2, 1)])}
     assert duckdb_rows(root) == all_rows(root)
+
+
+def test_a_table_created_without_the_share_state_properties_is_given_them(tmp_path) -> None:
+    storage = Storage.open(str(tmp_path))
+    open_control_table(storage, SHARE_STATE_TABLE, SHARE_STATE_SCHEMA,
+                       {"delta.logRetentionDuration": "interval 10 seconds"})  # as it was created before
+    store = ShareStateStore(storage)
+    saved(store, ("g", "t", 0), 3)  # after the properties' commit (version 1)
+    store.close()
+    configuration = DeltaTable(storage.uri(SHARE_STATE_TABLE)).metadata().configuration
+    assert all(configuration[key] == value for key, value in SHARE_STATE_PROPERTIES.items())
+    assert versions(storage, storage.uri(SHARE_STATE_TABLE)) == [0, 1, 2]
+    assert loaded(str(tmp_path))[0][("g", "t", 0)][1] == 3
 
 
 def test_a_compacted_table_of_deleted_states_only_is_empty() -> None:
