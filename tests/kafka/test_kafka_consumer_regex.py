@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer
+
 from lakelog.kafka_api.messages import ConsumerGroupDescribeRequest
 from tests.http.conftest import ThreadServer, start_server  # noqa: F401  (the fixture)
 from tests.kafka.raw_calls import call

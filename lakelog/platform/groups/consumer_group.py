@@ -101,6 +101,8 @@ def heartbeat(membership: Membership, group_id: str, request: ConsumerHeartbeat,
         raise FencedMemberEpoch(f"member {member.member_id!r} sent epoch {request.member_epoch}; its epoch is "
                                 f"{member.epoch}: join again")
     member.last_heartbeat = member.last_poll = now
+    if member.options.can_read is None and request.can_read is not None:  # restored from the table
+        member.options = dataclasses.replace(member.options, can_read=request.can_read)
     _resubscribe(membership, group, member, request, counts)
     if request.rebalance_timeout_ms is not None and request.rebalance_timeout_ms > 0:
         member.rebalance_timeout_ms = request.rebalance_timeout_ms

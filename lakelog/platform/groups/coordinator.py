@@ -8,16 +8,16 @@ lock, so a slow store never stalls a heartbeat. A background thread expires memb
 assignments and follows topics that appear or grow.
 
 Committed offsets go to `_control/consumer_offsets` through `OffsetStore`; a commit returns once
-durable, and a new coordinator reloads them.
+durable, and a new coordinator reloads them. KIP-848 groups' members go to `_control/consumer_groups`.
 
 The class is built from collaborators, each given what it needs: this module owns the lock, the reaper
 thread, the HTTP members' membership and polls, the Kafka classic protocol's calls, descriptions, lag and
 the lifecycle; `coordinator_offsets.py` (`Offsets`, held as `offsets`) the commits and their durability
-through the offset store, resets and deletes; `coordinator_handover.py` (`Handover`, held as `handover`)
+through the offset store, resets and deletes; `coordinator_consumer.py` (`ConsumerGroups`, `consumers`)
+KIP-848 groups' heartbeats and durable state; `coordinator_handover.py` (`Handover`, held as `handover`)
 the groups handed over between the nodes of a cluster; `coordinator_views.py` what it answers with. The
-group state (`membership`) is shared by all three, under the coordinator's `_lock`, which each part is
-given. Any request thread (HTTP, the Kafka listener's workers, the CLI) may call it; the reaper calls
-`tick`.
+group state (`membership`) is shared by all, under the coordinator's `_lock`, which each part is given.
+Any request thread (HTTP, the Kafka listener's workers, the CLI) may call it; the reaper calls `tick`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from lakelog.platform.cluster.relay import at_least
 from lakelog.platform.errors import InvalidRequest, UnknownTopicOrPartition
 from lakelog.platform.groups import admin, consumer_group, positions
 from lakelog.platform.groups.classic import ClassicGroup, JoinRequest
+from lakelog.platform.groups.coordinator_consumer import ConsumerGroups
 from lakelog.platform.groups.coordinator_handover import Handover
 from lakelog.platform.groups.coordinator_offsets import Offsets, known_group
 from lakelog.platform.groups.coordinator_views import (
@@ -90,7 +91,11 @@ class GroupCoordinator:
         broker.topic_deleted.append(self.offsets.forget_topic)  # a deleted topic's offsets go with it, as in Kafka
         for group_id, offsets in self.store.load().items():
             self.membership.groups[group_id] = Group(group_id, committed=offsets)
-        self.handover = Handover(self.membership, self._lock, self.store, broker.settings.request_timeout_ms)
+        self.consumers = ConsumerGroups(broker.storage, self.membership, self._lock, clock, commit_linger_ms,
+                                        broker.settings.request_timeout_ms, self._membership_current)
+        self.consumers.restore(self.consumers.load())  # KIP-848 groups' members, where they were
+        self.handover = Handover(self.membership, self._lock, self.store, broker.settings.request_timeout_ms,
+                                 self.consumers)
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap_loop, name="group-reaper", daemon=True)
         self._reaper.start()
@@ -165,6 +170,7 @@ class GroupCoordinator:
             for group in self.membership.groups.values():
                 if group.classic is not None:
                     group.classic.tick(now)
+            self.consumers.persist_changed()
 
     # ---- polling --------------------------------------------------------------
 
@@ -313,10 +319,9 @@ class GroupCoordinator:
 
     def consumer_heartbeat(self, group_id: str, request: consumer_group.ConsumerHeartbeat
                            ) -> consumer_group.ConsumerAnswer:
-        """ConsumerGroupHeartbeat (blocking: a join reads the catalog's partition counts)."""
+        """ConsumerGroupHeartbeat (blocking: a join reads the catalog's partition counts, a change is written)."""
         counts = self._partition_counts(0.0 if request.member_epoch == consumer_group.JOIN else METADATA_CHECK_S)
-        with self._lock:
-            return consumer_group.heartbeat(self.membership, group_id, request, self._clock(), counts)
+        return self.consumers.heartbeat(group_id, request, counts)
 
     # ---- description ------------------------------------------------------------
 
@@ -441,3 +446,4 @@ class GroupCoordinator:
         self._stop.set()
         self._reaper.join()
         self.store.close()
+        self.consumers.close()

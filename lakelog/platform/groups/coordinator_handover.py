@@ -1,6 +1,7 @@
 """The coordinator's side of the cluster's hand-over of groups: groups another node coordinates now are
 forgotten (once their accepted commits are durable), groups taken over are served once the previous
-coordinator let go, with their committed offsets read again from the table.
+coordinator let go, with their committed offsets read again from the table, and KIP-848 groups' members
+from theirs (`coordinator_consumer.py`).
 
 Owns `Handover`, the part of `GroupCoordinator` that holds the groups being taken over.
 `reassign` is called by the cluster membership's listener when the live nodes change (before the node
@@ -18,6 +19,7 @@ from concurrent.futures import wait
 from typing import Callable
 
 from lakelog.platform.cluster.errors import NotCoordinator
+from lakelog.platform.groups.coordinator_consumer import ConsumerGroups
 from lakelog.platform.groups.membership import Group, Membership
 from lakelog.platform.groups.offsets import OffsetStore
 
@@ -36,10 +38,12 @@ class Handover:
     """
 
     def __init__(self, membership: Membership, lock: threading.RLock, store: OffsetStore,
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, consumers: ConsumerGroups) -> None:
         """`membership`, `lock`: the coordinator's group state and its lock; `store`: the committed offsets'
-        store (loaded, and its commits in flight waited on, up to `request_timeout_ms`)."""
+        store (loaded, and its commits in flight waited on, up to `request_timeout_ms`); `consumers`: KIP-848
+        groups' durable state, their members restored with the group."""
         self._membership = membership
+        self._consumers = consumers
         self._lock = lock
         self._store = store
         self._request_timeout_s = request_timeout_ms / 1000
@@ -58,11 +62,13 @@ class Handover:
         included, so that none regresses. Until then its requests are refused with a retriable
         NOT_COORDINATOR (`taking_over`)."""
         stored = self._store.load()
+        states = self._consumers.load()
         with self._lock:
             lost = [g for g in self._membership.groups if not coordinates(g)]
             for group_id in lost:
                 self._forget(group_id)
-            taken = {g for g in set(stored) | set(self._membership.groups) if coordinates(g) and not coordinated(g)}
+            known = set(stored) | set(states) | set(self._membership.groups)
+            taken = {g for g in known if coordinates(g) and not coordinated(g)}
             for group_id in taken:
                 self._forget(group_id)  # what this node knew of it is stale
             for group_id in [g for g in self._taking_over if not coordinates(g)]:
@@ -96,15 +102,18 @@ class Handover:
         """Serve the groups of this takeover that no later view change moved away or took over again."""
         try:
             stored = self._store.load()
+            states = self._consumers.load()
         except Exception:
             log.exception("offsets of groups taken over not loaded; retrying")
             threading.Timer(1.0, self._adopt, args=(groups, takeover)).start()
             return
         with self._lock:
-            for group_id in [g for g in groups if self._taking_over.get(g) == takeover]:
+            adopted = [g for g in groups if self._taking_over.get(g) == takeover]
+            for group_id in adopted:
                 if group_id in stored:
                     self._membership.groups[group_id] = Group(group_id, committed=dict(stored[group_id]))
                 del self._taking_over[group_id]
+            self._consumers.restore({g: states[g] for g in adopted if g in states})  # KIP-848 members go on
 
     def _forget(self, group_id: str) -> None:
         """Under the lock: another node coordinates the group now; Kafka members waiting here are told."""

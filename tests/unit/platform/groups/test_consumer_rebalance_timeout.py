@@ -6,6 +6,7 @@ that revokes in time, or has nothing to revoke, is kept however long it runs."""
 from __future__ import annotations
 
 import pytest
+
 from lakelog.platform.groups import consumer_group as cg
 from lakelog.platform.groups.errors import UnknownMemberId
 from lakelog.platform.groups.membership import Membership
