@@ -148,10 +148,10 @@ class StateTable:
 
     def write_data(self, rows: pa.Table) -> AddAction:
         """The data file of a commit to come: one PUT. A few rows: no dictionaries, no statistics (a reader reads
-        every file of this table whole)."""
+        every file of this table whole), no Arrow schema beside Parquet's (the Delta schema is the table's)."""
         sink = pa.BufferOutputStream()
-        pq.write_table(rows.cast(self.schema), sink, compression="snappy", use_dictionary=False,
-                       write_statistics=False)
+        pq.write_table(rows if rows.schema == self.schema else rows.cast(self.schema), sink, compression="snappy",
+                       use_dictionary=False, write_statistics=False, store_schema=False)
         data = sink.getvalue()
         path = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         self.storage.write_bytes(f"{self.uri}/{path}", data)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakelog.platform.delta.control_table import latest_rows, open_control_table
+from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.delta.delta_log import added_paths, checkpoint_name, commit_uri, versions
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.layout import SHARE_STATE_TABLE
@@ -89,6 +89,11 @@ def test_saves_load_back_and_read_alike_through_a_checkpoint_and_compactions(tmp
     assert [(r["group"], r["topic"], r["partition"], r["next_offset"]) for r in rows] == \
         [("g", "", -1, 0)] + [(*key, value[1]) for key, value in sorted(expected.items())]
     assert duckdb_rows(root) == all_rows(root)  # DuckDB reads exactly the rows delta-rs reads
+    fresh = DeltaTable(Storage.open(root).uri(SHARE_STATE_TABLE))
+    whole = fresh.to_pyarrow_table()  # every column, as delta-rs reads the files this store wrote
+    assert whole.schema.remove_metadata() == SHARE_STATE_SCHEMA.remove_metadata()
+    assert sorted(whole.to_pylist(), key=str) == \
+        sorted(read_control_table(Storage.open(root), fresh).to_pylist(), key=str)
     # the compactions left one file of latest rows and the appends since
     assert len(DeltaTable(Storage.open(root).uri(SHARE_STATE_TABLE)).file_uris()) == 1 + 9
 
