@@ -130,8 +130,12 @@ def check_commit(group: Group, member_id: str, epoch: int) -> Member:
 
 def _check_kind(group: Group) -> None:
     if group.active_classic is not None:
-        log.warning("a consumer-protocol member asked to join classic group %s", group.group_id)
-        raise GroupIdNotFound(f"group {group.group_id!r} is a classic group: its members use the classic protocol")
+        log.warning("a consumer-protocol member asked to join classic group %s, refused: lakelog does not upgrade a "
+                    "classic group online", group.group_id)
+        raise GroupIdNotFound(f"group {group.group_id!r} is a classic group with {len(group.active_classic.members)} "
+                              "classic-protocol members; lakelog does not upgrade a classic group to the consumer "
+                              "protocol online: join it with group.protocol=classic, or with the consumer protocol "
+                              "once its classic members have left")
     if group.members and group.kind != CONSUMER:
         log.warning("a consumer-protocol member asked to join group %s of HTTP members", group.group_id)
         raise InconsistentGroupProtocol(f"group {group.group_id!r} has lakelog HTTP members: a consumer-protocol "
