@@ -1,6 +1,6 @@
 """`_control/share_state` as the share-state store (`state_store.py`) writes it: appends as cheap as the
 catalog's (catalog/table.py), its checkpoints and old commit files off the writer's path, its compaction
-through delta-rs.
+in one commit of its own (through delta-rs when it must read the table first).
 
 - Append: the rows' Parquet file (one PUT), then the commit file of the next version, put only if that
   version is free (one put-if-absent). A version another writer took (another node appending its groups'
