@@ -21,6 +21,7 @@ def test_the_latest_state_per_group_wins(tmp_path: Path) -> None:
         futures = [first.submit("g", f'{{"n":{i}}}') for i in range(5)] + [first.submit("h", "h1")]
         for future in futures:
             future.result(30)
+        assert first.in_flight("g") == [] and first.in_flight("h") == []  # all durable
         second.load()  # the second store's stamps follow the first's
         second.submit("g", "from-second").result(30)
         third = ConsumerGroupStore(storage)

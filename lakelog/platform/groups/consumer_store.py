@@ -125,6 +125,10 @@ class ConsumerGroupStore:
         self._writes.submit(pending)
         return pending.future
 
+    def in_flight(self, group: str) -> list[Future]:
+        """The futures of a group's states submitted but not yet durable (or failed)."""
+        return [p.future for p in self._writes.waiting() if p.group == group]
+
     def close(self) -> None:
         self._writes.close()
 

@@ -75,6 +75,11 @@ class ConsumerGroups:
         self._written[group_id] = (group.generation, state)
         return self.store.submit(group_id, state)
 
+    def in_flight(self, group_id: str) -> list[Future]:
+        """A group's states submitted but not yet durable: a node that loses the group waits for them before
+        it lets go, so that the next coordinator reads the last one."""
+        return self.store.in_flight(group_id)
+
     def load(self) -> dict[str, str]:
         """Every consumer group's latest durable state (storage I/O: never under the lock)."""
         return self.store.load()

@@ -54,12 +54,13 @@ class Handover:
                  released: Callable[[set[str]], bool], poll_s: float, wait_s: float) -> None:
         """The cluster moved groups between nodes (`coordinated`: this node's before, `coordinates`: now).
 
-        Groups another node coordinates now are forgotten here (their members rejoin there), once the
-        commits accepted for them are durable: the node publishes its new view only after this returns.
-        A group this node takes over is served once no other node claims it any more (`released`, asked
-        every `poll_s`; at most `wait_s`, after which a node still claiming it is taken to be cut off);
-        then its committed offsets are read from the table, the previous coordinator's last commits
-        included, so that none regresses. Until then its requests are refused with a retriable
+        Groups another node coordinates now are forgotten here (classic members rejoin there; KIP-848
+        members go on there), once the commits and KIP-848 states accepted for them are durable: the node
+        publishes its new view only after this returns. A group this node takes over is served once no
+        other node claims it any more (`released`, asked every `poll_s`; at most `wait_s`, after which a
+        node still claiming it is taken to be cut off); then its committed offsets (and a KIP-848 group's
+        members) are read from the tables, the previous coordinator's last writes included, so that none
+        regresses. Until then its requests are refused with a retriable
         NOT_COORDINATOR (`taking_over`)."""
         stored = self._store.load()
         states = self._consumers.load()
@@ -76,7 +77,7 @@ class Handover:
             self._takeovers += 1
             takeover = self._takeovers
             self._taking_over.update((g, takeover) for g in taken)
-            in_flight = [f for g in lost for f in self._store.in_flight(g)]
+            in_flight = [f for g in lost for f in self._store.in_flight(g) + self._consumers.in_flight(g)]
         wait(in_flight, self._request_timeout_s)
         if taken:
             self._adopt_when_released(taken, takeover, released, poll_s, time.monotonic() + wait_s)
