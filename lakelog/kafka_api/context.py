@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lakelog.kafka_api.relay import Relays
 from lakelog.kafka_api.share_sessions import ShareSessions
 from lakelog.platform.acl import ANONYMOUS, Authorizer
 from lakelog.platform.broker.node import Broker
@@ -46,6 +47,7 @@ class Context:
     sasl_mechanism: str | None = None
     client_id: str | None = None
     share_sessions: ShareSessions = field(default_factory=ShareSessions)  # the listener's (ShareFetch)
+    relays: Relays = field(default_factory=Relays)  # this connection's share calls passed on to other nodes
     submit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: pipelined produces keep their order
 
     @property

@@ -31,6 +31,7 @@ from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.handlers import HANDLERS
 from lakelog.kafka_api.nodes import parse_address
 from lakelog.kafka_api.protocol import Call, Unanswerable
+from lakelog.kafka_api.relay import Relayed
 from lakelog.kafka_api.share_sessions import ShareSessions
 
 BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
@@ -118,6 +119,7 @@ class Connection:
             if not self.closing:
                 await self.answers.put(_ready(CLOSE))
             await sender
+            self.context.relays.close()
 
     def _dispatch(self, frame: bytes) -> Awaitable[Any]:
         try:
@@ -181,6 +183,8 @@ class Connection:
             return answer
         if response is None:
             return None
+        if isinstance(response, Relayed):  # another node's answer, framed for this client already
+            return response.frame
         for code, message in refusals.item_refusals(response).items():
             self._refused(call.api_key, call.version, call.client_id, refusals.NAMES.get(code, str(code)),
                           message or "", closed=False)

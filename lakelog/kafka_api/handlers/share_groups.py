@@ -5,9 +5,11 @@ on the node's share coordinator (`platform/share/`), which holds the logic. Topi
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
+from lakelog.kafka_api import nodes
 from lakelog.kafka_api.batches import COMPRESSION, encode_fetch
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code, error_message
@@ -20,6 +22,7 @@ from lakelog.kafka_api.messages import (
 )
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
+from lakelog.platform.cluster.errors import NodeUnavailable
 from lakelog.platform.errors import LakelogError
 from lakelog.platform.records import TopicPartition
 from lakelog.platform.share import Ack, Delivery
@@ -124,8 +127,21 @@ def _acks(topics: list[Any], names: dict[uuid.UUID, str]) -> tuple[list[Ack], li
     return acks, unknown
 
 
+async def relayed(context: Context, call: Call, group: str) -> Any | None:
+    """The answer of the group's coordinator when it is another node (see relay.py), else None."""
+    if nodes.coordinates(context, group) or context.services.authorizer.enabled:
+        return None
+    coordinator = nodes.coordinator(context, group)
+    try:
+        return await context.relays.call((coordinator.host, coordinator.port), call)
+    except (OSError, asyncio.IncompleteReadError) as exc:  # answered in the call's error field
+        raise NodeUnavailable(f"the coordinator of share group {group!r} did not answer: {exc}; retry") from None
+
+
 async def share_fetch(context: Context, call: Call) -> Any:
     request = call.body
+    if (answer := await relayed(context, call, request.group_id or "")) is not None:
+        return answer
     services = context.services
     lock_ms = services.settings.group_share_record_lock_duration_ms
     group, member = request.group_id or "", request.member_id or ""
@@ -196,6 +212,8 @@ def _compression(context: Context, topic: str) -> int:
 
 async def share_acknowledge(context: Context, call: Call) -> Any:
     request = call.body
+    if (answer := await relayed(context, call, request.group_id or "")) is not None:
+        return answer
     group, member = request.group_id or "", request.member_id or ""
     try:
         check_group_served(context, group)
