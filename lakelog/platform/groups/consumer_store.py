@@ -62,6 +62,11 @@ def snapshot(group: Group) -> str:
     }, separators=(",", ":"))
 
 
+def has_members(state: str) -> bool:
+    """Whether a state holds members (a group whose members all left holds none: nothing to restore)."""
+    return bool(json.loads(state)["members"])
+
+
 def restore(group: Group, state: str, now: float) -> bool:
     """The members of `state` put back into `group` (its committed offsets kept), their sessions and
     rebalance timeouts starting at `now`; False (nothing changed) when the state has no members."""

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from typing import Callable
 
 from lakelog.platform.groups import consumer_group
-from lakelog.platform.groups.consumer_store import ConsumerGroupStore, restore, snapshot
+from lakelog.platform.groups.consumer_store import ConsumerGroupStore, has_members, restore, snapshot
 from lakelog.platform.groups.membership import CONSUMER, Group, Membership, PartitionCounts
 from lakelog.platform.storage import Storage
 
@@ -81,8 +81,8 @@ class ConsumerGroups:
         return self.store.in_flight(group_id)
 
     def load(self) -> dict[str, str]:
-        """Every consumer group's latest durable state (storage I/O: never under the lock)."""
-        return self.store.load()
+        """Every consumer group's latest durable state that has members (storage I/O: never under the lock)."""
+        return {g: state for g, state in self.store.load().items() if has_members(state)}
 
     def restore(self, states: dict[str, str]) -> None:
         """Under the lock: the members of these groups (`load`'s states) served again, their committed offsets

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.platform.groups import consumer_group as cg
-from lakelog.platform.groups.consumer_store import restore, snapshot
+from lakelog.platform.groups.consumer_store import has_members, restore, snapshot
 from lakelog.platform.groups.errors import FencedMemberEpoch
 from lakelog.platform.groups.membership import Group, Membership
 from lakelog.platform.groups.offsets import CommittedOffset
@@ -36,6 +36,7 @@ def test_a_group_mid_revocation_is_restored_and_goes_on() -> None:
     group = m.groups["g"]
     group.committed[("t", 0)] = CommittedOffset(5, None, 1)
     state = snapshot(group)
+    assert has_members(state)
 
     beat(m, "a", a.epoch, 4.0)  # a heartbeat that changes nothing: the same snapshot, nothing to write
     assert snapshot(group) == state
@@ -66,6 +67,7 @@ def test_a_group_without_members_is_not_restored() -> None:
     a = beat(m, "a", 0, 0.0)
     beat(m, "a", -1, 1.0)
     group = Group("g")
+    assert not has_members(snapshot(m.groups["g"]))  # not even taken over: nothing to restore
     assert not restore(group, snapshot(m.groups["g"]), 5.0)
     assert group.members == {} and group.kind != "consumer"
     assert a.epoch > 0
