@@ -1,6 +1,6 @@
 """`make bench`: run the benchmark suites and write benchmarks/RESULTS.md.
 
-Usage: python -m benchmarks.run [--only core,http,spark,replication,s3,cluster,kafka,journal,local,groups,share] [--quick]
+Usage: python -m benchmarks.run [--only core,http,spark,replication,s3,cluster,kafka,journal,local,groups,share,typed] [--quick]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SUITES = {"core": "benchmarks.bench_core", "http": "benchmarks.bench_http", "spa
           "replication": "benchmarks.bench_replication", "s3": "benchmarks.bench_s3",
           "cluster": "benchmarks.bench_cluster", "kafka": "benchmarks.bench_kafka",
           "journal": "benchmarks.bench_journal", "local": "benchmarks.bench_local",
-          "groups": "benchmarks.bench_groups", "share": "benchmarks.bench_share"}
+          "groups": "benchmarks.bench_groups", "share": "benchmarks.bench_share", "typed": "benchmarks.bench_typed"}
 RESULTS = Path(__file__).with_name("RESULTS.md")
 STORE = Path(__file__).with_name("results.json")
 

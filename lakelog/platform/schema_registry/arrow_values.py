@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 
 from lakelog.platform.schema_registry import avro_compat, protobuf_schema
@@ -31,9 +32,10 @@ from lakelog.platform.schema_registry.arrow_types import (
     json_value_type,
     nullable_everywhere,
 )
+from lakelog.platform.schema_registry.avro_bulk import BulkReader, compile_reader
 from lakelog.platform.schema_registry.compatibility import AVRO, JSON, PROTOBUF
 from lakelog.platform.schema_registry.protobuf_types import message_converter, message_type
-from lakelog.platform.schema_registry.wire_format import HEADER_BYTES, schema_id_of
+from lakelog.platform.schema_registry.wire_format import HEADER_BYTES, MAGIC_BYTE, schema_ids
 
 Convert = Callable[[Any], Any]
 
@@ -46,6 +48,7 @@ class ValueDecoder:
     schema_id: int
     type: pa.StructType
     decode: Callable[[bytes], Any]
+    bulk: BulkReader | None = None  # many values at once, in `type` (avro_bulk.py); None: one by one
 
 
 def decoder_of(schema_id: int, schema_type: str, text: str, references: Mapping[str, str] | None = None
@@ -56,13 +59,21 @@ def decoder_of(schema_id: int, schema_type: str, text: str, references: Mapping[
         kind = avro_value_type(parsed.schema, parsed.names)
         convert = _avro_convert(parsed.schema, parsed.names)
         wrap = not pa.types.is_struct(kind)
-        schema = fastavro.parse_schema(parsed.schema, named_schemas=dict(parsed.names), _write_hint=False)
+        # Parsed once with fastavro's hint (its named types kept with it): without it, every read parses again.
+        schema = fastavro.parse_schema(parsed.schema, named_schemas=dict(parsed.names))
+        read = fastavro.schemaless_reader
 
         def decode_avro(payload: bytes) -> Any:
-            value = convert(fastavro.schemaless_reader(io.BytesIO(payload), schema, None))
+            value = read(io.BytesIO(payload), schema, None)
+            if convert is not _same:
+                value = convert(value)
             return {"value": value} if wrap else value
 
-        return ValueDecoder(schema_id, nullable_everywhere(as_struct(kind)), decode_avro)
+        column_type = nullable_everywhere(as_struct(kind))
+        bulk = compile_reader(schema, schema.get("__named_schemas", parsed.names) if isinstance(schema, dict) else {})
+        if bulk is not None and nullable_everywhere(bulk.type) != column_type:  # not as arrow_types maps it
+            bulk = None
+        return ValueDecoder(schema_id, column_type, decode_avro, bulk)
     if schema_type == JSON:
         document = json.loads(text)
         kind = json_value_type(document)
@@ -97,24 +108,95 @@ def _protobuf_decoder(schema_id: int, schema: protobuf_schema.ProtoSchema) -> Va
 
 
 def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], ValueDecoder | None],
-                  kind: pa.StructType) -> pa.StructArray:
-    """The values as one struct array of type `kind` (which holds every decoder's type: see `merged`)."""
-    rows = [_decoded(value, decoders) for value in values]
+                  kind: pa.StructType, ids: Sequence[int | None] | None = None) -> pa.StructArray:
+    """The values as one struct array of type `kind` (which holds every decoder's type: see `merged`); `ids`:
+    their schema ids (`schema_ids`), when the caller has them already. The values of a schema with a bulk
+    reader are read together, those it does not vouch for one by one, as the others."""
+    if ids is None:
+        ids = schema_ids(values)
+    found: dict[int, ValueDecoder | None] = {}
+    bulk: dict[int, tuple[ValueDecoder, BulkReader, list[int], list[bytes]]] = {}
+    at: list[int] = []  # the positions of `rows`, when some values are read in bulk
+    rows: list[Any] = []
+    for position, (value, schema_id) in enumerate(zip(values, ids)):
+        if schema_id is None or value is None:
+            decoder = None
+        else:
+            decoder = found.get(schema_id, _UNSEEN)
+            if decoder is _UNSEEN:
+                decoder = found[schema_id] = decoders(schema_id)
+            if decoder is not None and decoder.bulk is not None:
+                _, _, positions, payloads = bulk.setdefault(schema_id, (decoder, decoder.bulk, [], []))
+                positions.append(position)
+                payloads.append(value[HEADER_BYTES:])
+                continue
+        if bulk:
+            at.append(position)
+        rows.append(_decoded(value, decoder))
+    if not bulk:
+        return _array(rows, kind)
+    if len(at) < len(rows):  # the rows before the first value read in bulk
+        at[:0] = range(len(rows) - len(at))
+    pieces = []
+    for decoder, reader, positions, payloads in bulk.values():
+        array, doubtful = reader.read(payloads)
+        for i in doubtful:
+            at.append(positions[i])
+            rows.append(_decoded(values[positions[i]], decoder))
+        if doubtful:
+            kept = np.ones(len(positions), dtype=bool)
+            kept[doubtful] = False
+            array, positions = array.filter(pa.array(kept)), np.asarray(positions)[kept].tolist()
+        pieces.append(conformed(array, kind))
+        at.extend(positions)
+    whole = pa.concat_arrays([_array(rows, kind), *pieces])
+    return whole.take(pa.array(np.argsort(np.asarray(at, dtype=np.int64), kind="stable")))
+
+
+def common_schema_id(values: pa.Array) -> int | None:
+    """`wire_format.common_schema_id` of an Arrow binary array, over its buffers."""
+    if len(values) == 0 or values.null_count or not (pa.types.is_binary(values.type)
+                                                     or pa.types.is_large_binary(values.type)):
+        return None
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    first = values.offset
+    offsets = np.frombuffer(values.buffers()[1], dtype=width)[first:first + len(values) + 1].astype(np.int64)
+    starts = offsets[:-1]
+    if (offsets[1:] - starts).min() < HEADER_BYTES:
+        return None
+    headers = np.frombuffer(values.buffers()[2], dtype=np.uint8)[starts[:, None] + np.arange(HEADER_BYTES)]
+    first = headers[0]
+    if first[0] != MAGIC_BYTE or not (headers == first).all():
+        return None
+    return int.from_bytes(first[1:].tobytes(), "big")
+
+
+def decode_bulk(values: pa.Array, decoder: ValueDecoder, kind: pa.StructType) -> pa.StructArray | None:
+    """`decode_values` of values all under `decoder`'s schema (`common_schema_id`), read by its bulk reader
+    straight from their Arrow buffers; None when it has none, or some values need reading one by one."""
+    if decoder.bulk is None:
+        return None
+    array, doubtful = decoder.bulk.read(values, HEADER_BYTES)
+    return None if doubtful else conformed(array, kind)
+
+
+def _array(rows: list[Any], kind: pa.StructType) -> pa.StructArray:
     try:
         return pa.array(rows, type=kind)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # one row's values do not fit: only it is null
         return pa.array([_fits(row, kind) for row in rows], type=kind)
 
 
-def _decoded(value: bytes | None, decoders: Callable[[int], ValueDecoder | None]) -> Any:
-    schema_id = schema_id_of(value)
-    decoder = None if schema_id is None else decoders(schema_id)
+def _decoded(value: bytes | None, decoder: ValueDecoder | None) -> Any:
     if decoder is None or value is None:
         return None
     try:
         return decoder.decode(value[HEADER_BYTES:])
     except Exception:  # bytes from any producer: whatever a decoder raises on them, the view is null
         return None
+
+
+_UNSEEN = ValueDecoder(-1, pa.struct([]), lambda payload: None)  # a marker: no decoder looked up yet for the id
 
 
 def _fits(row: Any, kind: pa.DataType) -> Any:
@@ -149,9 +231,13 @@ def _avro_convert(schema: Any, names: Mapping[str, Any]) -> Convert:
         return lambda v: None if v is None else str(v)
     if kind == "record":
         fields = [(f["name"], _avro_convert(f["type"], names)) for f in schema["fields"]]
+        if all(convert is _same for _, convert in fields):  # fastavro's dict, every field as it is: no copy
+            return _same
         return lambda v: None if v is None else {name: convert(v.get(name)) for name, convert in fields}
     if kind == "array":
         items = _avro_convert(schema["items"], names)
+        if items is _same:
+            return _same
         return lambda v: None if v is None else [items(x) for x in v]
     if kind == "map":
         values = _avro_convert(schema["values"], names)

@@ -2,10 +2,12 @@
 is each key or value in Confluent's wire format, under a schema id registered for the topic's subject
 (TopicNameStrategy: `<topic>-value`, `<topic>-key`), and does its payload decode with that schema?
 
-AVRO payloads are read with fastavro's schemaless reader (every byte must be used); JSON payloads must be
-JSON valid under the schema (the `jsonschema` library, draft 7 unless the schema names another); PROTOBUF
-payloads must start with message indexes naming a message of the schema's file, and the rest must parse as
-that message (the `protobuf` runtime; unknown fields are kept, as every Protobuf reader keeps them).
+AVRO payloads are read with fastavro's schemaless reader (every byte must be used): a call's payloads of one
+schema together first, by a reader compiled once per schema (avro_bulk.py), then one by one those it does not
+vouch for. JSON payloads must be JSON valid under the schema (the `jsonschema` library, draft 7 unless the
+schema names another); PROTOBUF payloads must start with message indexes naming a message of the schema's
+file, and the rest must parse as that message (the `protobuf` runtime; unknown fields are kept, as every
+Protobuf reader keeps them).
 A null key or value passes: Confluent's serializers write null for null (a tombstone stays possible).
 
 Produce stays fast: the check reads the registry's cached state (no storage I/O) and re-reads the registry
@@ -19,7 +21,7 @@ import io
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import fastavro
 import fastavro.validation
@@ -29,12 +31,20 @@ import referencing
 import referencing.jsonschema
 
 from lakelog.platform.catalog.topic_config import TopicConfig
-from lakelog.platform.schema_registry import compatibility, protobuf_schema
+from lakelog.platform.schema_registry import avro_bulk, compatibility, protobuf_schema
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
-from lakelog.platform.schema_registry.wire_format import NotWireFormat, split_wire
+from lakelog.platform.schema_registry.wire_format import (
+    HEADER_BYTES,
+    NotWireFormat,
+    common_schema_id,
+    schema_ids,
+    split_wire,
+)
 
 Decoder = Callable[[memoryview], Any]  # raises when the payload does not decode
+BulkCheck = Callable[[Sequence[bytes | memoryview], int], Iterable[int]]  # (values, header bytes) -> those
+# (by position) it cannot vouch for
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class ParsedSchema:
     decode: Decoder
     avro: Any = None  # fastavro's parsed schema (AVRO)
     proto: Any = None  # protobuf_schema.ProtoSchema (PROTOBUF)
+    bulk: BulkCheck | None = None  # a check of many payloads at once, where the schema allows one
 
 
 def subject_of(topic: str, is_key: bool) -> str:
@@ -78,12 +89,47 @@ class RecordValidator:
                                         (False, config.confluent_value_schema_validation, values)):
             if not enabled:
                 continue
-            subject = subject_of(topic, is_key)
-            for index, data in enumerate(column):
-                problem = self.problem(subject, data, refreshed)
-                if problem is not None:
-                    found.setdefault(index, []).append(f"{'key' if is_key else 'value'}: {problem}")
+            label = "key" if is_key else "value"
+            for index, problem in self.problems(subject_of(topic, is_key), column, refreshed):
+                found.setdefault(index, []).append(f"{label}: {problem}")
         return [RecordError(index, "; ".join(messages)) for index, messages in sorted(found.items())]
+
+    def problems(self, subject: str, column: Sequence[bytes | None], refreshed: set[str]) -> list[tuple[int, str]]:
+        """`problem` of each key or value of a call, in bulk: each schema id is looked up once, and the values
+        of one id decoded together where its format allows (`ParsedSchema.bulk`)."""
+        common = common_schema_id(column)
+        if common is not None:  # the usual call: one schema, every value framed; no Python per value before decoding
+            return self._decoded(subject, common, range(len(column)), cast(Sequence[bytes], column), refreshed)
+        by_id: dict[int, tuple[list[int], list[memoryview]]] = {}
+        out: list[tuple[int, str]] = []
+        for index, (data, schema_id) in enumerate(zip(column, schema_ids(column))):
+            if data is None:
+                continue
+            if schema_id is None:  # not in the wire format: split_wire says why
+                out.append((index, self.problem(subject, data) or ""))
+                continue
+            indexes, payloads = by_id.setdefault(schema_id, ([], []))
+            indexes.append(index)
+            payloads.append(memoryview(data)[HEADER_BYTES:])
+        for schema_id, (indexes, payloads) in by_id.items():
+            out.extend(self._decoded(subject, schema_id, indexes, payloads, refreshed, skip=0))
+        out.sort()
+        return out
+
+    def _decoded(self, subject: str, schema_id: int, indexes: Sequence[int], data: Sequence[bytes | memoryview],
+                 refreshed: set[str], skip: int = HEADER_BYTES) -> list[tuple[int, str]]:
+        """The problems of values under one schema id (`skip`: their header's bytes, still in `data`)."""
+        unknown = self._unknown(subject, schema_id, refreshed)
+        if unknown is not None:
+            return [(index, unknown) for index in indexes]
+        parsed = self.parsed(schema_id)
+        doubtful = parsed.bulk(data, skip) if parsed.bulk is not None else range(len(data))
+        out = []
+        for at in doubtful:  # those the bulk check could not vouch for, or all: each decoded on its own
+            problem = _decode_problem(parsed, memoryview(data[at])[skip:])
+            if problem is not None:
+                out.append((indexes[at], problem))
+        return out
 
     def problem(self, subject: str, data: bytes | None, refreshed: set[str] | None = None) -> str | None:
         """Why `data` is not a valid key or value for `subject` (None: it is). `refreshed`: the subjects whose
@@ -94,19 +140,19 @@ class RecordValidator:
             schema_id, payload = split_wire(data)
         except NotWireFormat as exc:
             return str(exc)
+        unknown = self._unknown(subject, schema_id, refreshed)
+        if unknown is not None:
+            return unknown
+        return _decode_problem(self.parsed(schema_id), payload)
+
+    def _unknown(self, subject: str, schema_id: int, refreshed: set[str] | None) -> str | None:
+        """Why `schema_id` is not one of `subject`'s (None: it is); the registry re-read once per subject."""
         known = schema_id in self._ids(subject, refresh=False)
         if not known and (refreshed is None or subject not in refreshed):
             if refreshed is not None:
                 refreshed.add(subject)
             known = schema_id in self._ids(subject, refresh=True)
-        if not known:
-            return f"schema id {schema_id} is not registered under subject {subject!r}"
-        parsed = self.parsed(schema_id)
-        try:
-            parsed.decode(payload)
-        except Exception as exc:  # each format's decoder raises its own errors
-            return f"does not decode with schema id {schema_id} ({parsed.schema_type}): {describe_error(exc)}"
-        return None
+        return None if known else f"schema id {schema_id} is not registered under subject {subject!r}"
 
     def latest(self, subject: str) -> ParsedSchema:
         """The subject's latest live schema, from a fresh read of the registry (SubjectNotFound: none)."""
@@ -133,6 +179,14 @@ class RecordValidator:
             return ids
 
 
+def _decode_problem(parsed: ParsedSchema, payload: memoryview) -> str | None:
+    try:
+        parsed.decode(payload)
+    except Exception as exc:  # each format's decoder raises its own errors
+        return f"does not decode with schema id {parsed.id} ({parsed.schema_type}): {describe_error(exc)}"
+    return None
+
+
 def _parse(state: State, schema_id: int) -> ParsedSchema:
     stored = state.schemas[schema_id]
     references = state.reference_texts(stored.references)
@@ -141,7 +195,9 @@ def _parse(state: State, schema_id: int) -> ParsedSchema:
         for text in references.values():
             fastavro.parse_schema(json.loads(text), named_schemas=names)
         avro = fastavro.parse_schema(json.loads(stored.schema), named_schemas=names)
-        return ParsedSchema(schema_id, stored.schema_type, _avro_decoder(avro), avro)
+        reader = avro_bulk.compile_reader(avro, names)
+        return ParsedSchema(schema_id, stored.schema_type, _avro_decoder(avro), avro,
+                            bulk=reader.doubtful if reader is not None else None)
     if stored.schema_type == compatibility.JSON:
         return ParsedSchema(schema_id, stored.schema_type, _json_decoder(json.loads(stored.schema), references))
     proto = protobuf_schema.parse(stored.schema, references)

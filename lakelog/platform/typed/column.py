@@ -21,11 +21,17 @@ import pyarrow as pa
 
 from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry.arrow_types import NotMappable, TypeConflict, merged
-from lakelog.platform.schema_registry.arrow_values import ValueDecoder, decode_values, decoder_of
+from lakelog.platform.schema_registry.arrow_values import (
+    ValueDecoder,
+    common_schema_id,
+    decode_bulk,
+    decode_values,
+    decoder_of,
+)
 from lakelog.platform.schema_registry.errors import RegistryError
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
-from lakelog.platform.schema_registry.wire_format import schema_id_of
+from lakelog.platform.schema_registry.wire_format import schema_ids
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +57,21 @@ class TypedColumn:
         topic is not typed, or neither the table nor these values have a type."""
         if not self.enabled:
             return None
+        array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        common = common_schema_id(array)
+        decoder = self._decoder(common) if common is not None else None
+        if decoder is not None and decoder.bulk is not None:  # the usual flush: one schema, read in bulk
+            try:
+                decoded = decode_bulk(array, decoder, merged(table_type, decoder.type))
+            except TypeConflict:
+                decoded = None  # logged below
+            if decoded is not None:
+                return decoded
         rows = values.to_pylist()
+        ids = schema_ids(rows)
         decoders: dict[int, ValueDecoder] = {}
         kind = table_type
-        for schema_id in sorted({i for i in map(schema_id_of, rows) if i is not None}):
+        for schema_id in sorted({i for i in ids if i is not None}):
             decoder = self._decoder(schema_id)
             if decoder is None:
                 continue
@@ -67,7 +84,7 @@ class TypedColumn:
             decoders[schema_id] = decoder
         if kind is None:
             return None
-        return decode_values(rows, decoders.get, kind)
+        return decode_values(rows, decoders.get, kind, ids)
 
     def _decoder(self, schema_id: int) -> ValueDecoder | None:
         with self._lock:
