@@ -159,3 +159,84 @@ def test_share_state_survives_a_sigkill_of_the_node(tmp_path: Any, consumers: An
         assert_topic_intact(server.root, topic)
     finally:
         server.terminate()
+
+
+def test_share_group_admin_apis_list_describe_and_move_offsets(start_server: Any, consumers: Any) -> None:  # noqa: F811
+    """ListGroups by type, ShareGroupDescribe, and Describe/Alter/DeleteShareGroupOffsets, as admin tools call
+    them: offsets move only while the group has no members."""
+    from kafka.protocol.admin import ListGroupsRequest
+
+    from lakelog.kafka_api.errors import CODES
+    from lakelog.kafka_api.messages import (
+        AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequest,
+        ShareGroupDescribeRequest,
+    )
+    from tests.kafka.raw_calls import call
+
+    server: ThreadServer = start_server()
+    topic, group = "admin-jobs", "admin-workers"
+    create(server.url, topic)
+    set_group_configs(server.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(server.url, topic, [f"job-{i}" for i in range(10)])
+    worker = consumers(server.bootstrap, group, topic)
+    accepted: list[int] = []
+    deadline = time.monotonic() + STUCK_S
+    while len(accepted) < 10:
+        assert time.monotonic() < deadline
+        for message in [m for m in worker.poll(0.2) if m.error() is None]:
+            worker.acknowledge(message, ACCEPT)
+            accepted.append(message.offset())
+        worker.commit_sync()
+
+    def offsets() -> dict[tuple[str, int], int]:
+        asked = DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])
+        (described,) = call(server.bootstrap, asked, 0, STUCK_S).groups
+        assert described.error_code == 0
+        return {(t.topic_name, p.partition_index): p.start_offset for t in described.topics for p in t.partitions}
+
+    listed = call(server.bootstrap, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5, STUCK_S).groups
+    assert [(g.group_id, g.group_type) for g in listed] == [(group, "share")]
+    (described,) = call(server.bootstrap, ShareGroupDescribeRequest(group_ids=[group],
+                                                                    include_authorized_operations=False),
+                        1, STUCK_S).groups
+    assert described.error_code == 0 and described.group_state == "Stable"
+    assert [[(t.topic_name, t.partitions) for t in m.assignment.topic_partitions] for m in described.members] == [
+        [(topic, [0])]]
+    assert offsets() == {(topic, 0): 10}
+
+    move = AlterShareGroupOffsetsRequest(group_id=group, topics=[
+        AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+            AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                partition_index=0, start_offset=8)])])
+    assert call(server.bootstrap, move, 0, STUCK_S).error_code == CODES["NON_EMPTY_GROUP"]
+    assert offsets() == {(topic, 0): 10}, "a refused change changes nothing"
+
+    worker.close()
+    deadline = time.monotonic() + STUCK_S
+    while call(server.bootstrap, move, 0, STUCK_S).error_code != 0:  # the member's leave lands first
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert offsets() == {(topic, 0): 8}
+    again = consumers(server.bootstrap, group, topic)
+    redelivered: list[int] = []
+    deadline = time.monotonic() + STUCK_S
+    while len(redelivered) < 2:
+        assert time.monotonic() < deadline
+        for message in [m for m in again.poll(0.2) if m.error() is None]:
+            again.acknowledge(message, ACCEPT)
+            redelivered.append(message.offset())
+        again.commit_sync()
+    assert redelivered == [8, 9]
+    again.close()
+
+    forget = DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+        DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)])
+    deadline = time.monotonic() + STUCK_S
+    while call(server.bootstrap, forget, 0, STUCK_S).error_code != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert offsets() == {}
+    assert_topic_intact(server.root, topic)
