@@ -15,7 +15,6 @@ import httpx
 import pytest
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
 from tests.http.conftest import ProcessServer, ThreadServer, start_server  # noqa: F401  (the fixture)
 from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
@@ -165,7 +164,6 @@ def test_share_group_admin_apis_list_describe_and_move_offsets(start_server: Any
     """ListGroups by type, ShareGroupDescribe, and Describe/Alter/DeleteShareGroupOffsets, as admin tools call
     them: offsets move only while the group has no members."""
     from kafka.protocol.admin import ListGroupsRequest
-
     from lakelog.kafka_api.errors import CODES
     from lakelog.kafka_api.messages import (
         AlterShareGroupOffsetsRequest,
