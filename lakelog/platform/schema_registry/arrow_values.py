@@ -99,6 +99,8 @@ def _protobuf_decoder(schema_id: int, schema: protobuf_schema.ProtoSchema) -> Va
     cls = schema.message_class([0])
 
     def decode_protobuf(payload: bytes) -> Any:
+        if len(payload) and payload[0] == 0:  # the count 0: [0], as serializers write it
+            return convert(cls.FromString(bytes(payload[1:])))
         indexes, used = protobuf_schema.read_indexes(payload)
         if indexes != [0]:
             raise ValueError(f"message indexes {indexes}: the column holds {message.full_name} (indexes [0])")

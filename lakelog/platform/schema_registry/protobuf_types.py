@@ -100,18 +100,28 @@ def _is_timestamp(message: Descriptor) -> bool:
 
 
 def _message_convert(message: Descriptor) -> Callable[[Message], dict[str, Any]]:
-    fields: list[tuple[FieldDescriptor, Convert]] = []
-    for f in message.fields:
-        if _field_type(f, (message.full_name,)) is not None:
-            fields.append((f, _field_convert(f)))
+    fields = [(f.name, _field_reader(f)) for f in message.fields if _field_type(f, (message.full_name,)) is not None]
 
     def convert(value: Message) -> dict[str, Any]:
-        out = {}
-        for f, inner in fields:
-            out[f.name] = inner(getattr(value, f.name)) if _has_value(value, f) else None
-        return out
+        return {name: read(value) for name, read in fields}
 
     return convert
+
+
+def _field_reader(f: FieldDescriptor) -> Callable[[Message], Any]:
+    """A field's value in a message, converted, or None when it has none (`_has_value`), its descriptor's
+    questions answered once."""
+    name, inner = f.name, _field_convert(f)
+    if f.is_repeated or (f.has_default_value and f.has_presence):
+        return lambda message: inner(getattr(message, name))
+    if f.has_presence:
+        return lambda message: inner(getattr(message, name)) if message.HasField(name) else None
+    if f.cpp_type in (f.CPPTYPE_FLOAT, f.CPPTYPE_DOUBLE):
+        return lambda message: inner(getattr(message, name)) if _has_value(message, f) else None
+    default = f.default_value
+    if inner is _same:
+        return lambda message: None if (value := getattr(message, name)) == default else value
+    return lambda message: None if (value := getattr(message, name)) == default else inner(value)
 
 
 def _has_value(message: Message, f: FieldDescriptor) -> bool:
@@ -152,4 +162,8 @@ def _single_convert(f: FieldDescriptor) -> Convert:
         if _is_timestamp(f.message_type):
             return lambda m: m.seconds * 1_000_000 + int(m.nanos / 1000)  # toward zero, as Java's toMicros
         return _message_convert(f.message_type)
-    return lambda v: v
+    return _same
+
+
+def _same(value: Any) -> Any:
+    return value

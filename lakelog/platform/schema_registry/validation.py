@@ -29,6 +29,7 @@ import jsonschema
 import orjson
 import referencing
 import referencing.jsonschema
+from google.protobuf.message import Message
 
 from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry import avro_bulk, compatibility, protobuf_schema
@@ -216,9 +217,18 @@ def _avro_decoder(schema: Any) -> Decoder:
 
 
 def _protobuf_decoder(schema: protobuf_schema.ProtoSchema) -> Decoder:
+    classes: dict[tuple[int, ...], type[Message]] = {}  # by message indexes: looked up once each
+
     def decode(payload: memoryview) -> Any:
-        indexes, used = protobuf_schema.read_indexes(payload)
-        return schema.message_class(indexes).FromString(bytes(payload[used:]))  # LookupError: no such message
+        if len(payload) and payload[0] == 0:  # the count 0: the first message, [0] (what serializers mostly write)
+            indexes, used = [0], 1
+        else:
+            indexes, used = protobuf_schema.read_indexes(payload)
+        key = tuple(indexes)
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = schema.message_class(indexes)  # LookupError: no such message
+        return cls.FromString(bytes(payload[used:]))
 
     return decode
 
