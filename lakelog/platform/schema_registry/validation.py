@@ -21,18 +21,20 @@ import io
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, Sequence, TypeAlias, cast
 
 import fastavro
 import fastavro.validation
 import jsonschema
 import orjson
+import pyarrow as pa
 import referencing
 import referencing.jsonschema
 from google.protobuf.message import Message
 
 from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry import avro_bulk, compatibility, protobuf_schema
+from lakelog.platform.schema_registry.arrow_values import common_schema_id as arrow_schema_id
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
 from lakelog.platform.schema_registry.wire_format import (
@@ -44,6 +46,7 @@ from lakelog.platform.schema_registry.wire_format import (
 )
 
 Decoder = Callable[[memoryview], Any]  # raises when the payload does not decode
+Column: TypeAlias = "Sequence[bytes | None] | pa.Array | pa.ChunkedArray"  # a call's keys or values
 BulkCheck = Callable[[Sequence[bytes | memoryview], int], Iterable[int]]  # (values, header bytes) -> those
 # (by position) it cannot vouch for
 
@@ -81,9 +84,9 @@ class RecordValidator:
         self._subject_ids: dict[str, frozenset[int]] = {}  # of `_state`
         self._parsed: dict[int, ParsedSchema] = {}
 
-    def check(self, topic: str, config: TopicConfig, keys: Sequence[bytes | None],
-              values: Sequence[bytes | None]) -> list[RecordError]:
-        """The records that fail, by index (empty: all pass). Keys and values as the topic's config asks."""
+    def check(self, topic: str, config: TopicConfig, keys: Column, values: Column) -> list[RecordError]:
+        """The records that fail, by index (empty: all pass). Keys and values as the topic's config asks: Python
+        bytes, or an Arrow binary column."""
         found: dict[int, list[str]] = {}
         refreshed: set[str] = set()  # subjects re-read in this call: one re-read each, however many misses
         for is_key, enabled, column in ((True, config.confluent_key_schema_validation, keys),
@@ -95,15 +98,25 @@ class RecordValidator:
                 found.setdefault(index, []).append(f"{label}: {problem}")
         return [RecordError(index, "; ".join(messages)) for index, messages in sorted(found.items())]
 
-    def problems(self, subject: str, column: Sequence[bytes | None], refreshed: set[str]) -> list[tuple[int, str]]:
+    def problems(self, subject: str, column: Column, refreshed: set[str]) -> list[tuple[int, str]]:
         """`problem` of each key or value of a call, in bulk: each schema id is looked up once, and the values
-        of one id decoded together where its format allows (`ParsedSchema.bulk`)."""
-        common = common_schema_id(column)
+        of one id decoded together where its format allows (`ParsedSchema.bulk`); an Arrow column's straight
+        from its buffers when they all have one schema id."""
+        if isinstance(column, (pa.Array, pa.ChunkedArray)):
+            array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            common = arrow_schema_id(array)
+            if (common is not None and self._unknown(subject, common, refreshed) is None
+                    and self.parsed(common).bulk is not None):
+                return self._decoded(subject, common, range(len(array)), array, refreshed)
+            rows: Sequence[bytes | None] = array.to_pylist()
+        else:
+            rows = column
+        common = common_schema_id(rows)
         if common is not None:  # the usual call: one schema, every value framed; no Python per value before decoding
-            return self._decoded(subject, common, range(len(column)), cast(Sequence[bytes], column), refreshed)
+            return self._decoded(subject, common, range(len(rows)), cast(Sequence[bytes], rows), refreshed)
         by_id: dict[int, tuple[list[int], list[memoryview]]] = {}
         out: list[tuple[int, str]] = []
-        for index, (data, schema_id) in enumerate(zip(column, schema_ids(column))):
+        for index, (data, schema_id) in enumerate(zip(rows, schema_ids(rows))):
             if data is None:
                 continue
             if schema_id is None:  # not in the wire format: split_wire says why
@@ -117,9 +130,11 @@ class RecordValidator:
         out.sort()
         return out
 
-    def _decoded(self, subject: str, schema_id: int, indexes: Sequence[int], data: Sequence[bytes | memoryview],
-                 refreshed: set[str], skip: int = HEADER_BYTES) -> list[tuple[int, str]]:
-        """The problems of values under one schema id (`skip`: their header's bytes, still in `data`)."""
+    def _decoded(self, subject: str, schema_id: int, indexes: Sequence[int],
+                 data: Sequence[bytes | memoryview] | pa.Array, refreshed: set[str], skip: int = HEADER_BYTES
+                 ) -> list[tuple[int, str]]:
+        """The problems of values under one schema id (`skip`: their header's bytes, still in `data`; an Arrow
+        array's values have no null)."""
         unknown = self._unknown(subject, schema_id, refreshed)
         if unknown is not None:
             return [(index, unknown) for index in indexes]
@@ -127,7 +142,8 @@ class RecordValidator:
         doubtful = parsed.bulk(data, skip) if parsed.bulk is not None else range(len(data))
         out = []
         for at in doubtful:  # those the bulk check could not vouch for, or all: each decoded on its own
-            problem = _decode_problem(parsed, memoryview(data[at])[skip:])
+            value = data[at].as_py() if isinstance(data, pa.Array) else data[at]
+            problem = _decode_problem(parsed, memoryview(value)[skip:])
             if problem is not None:
                 out.append((indexes[at], problem))
         return out

@@ -34,7 +34,7 @@ import pyarrow as pa
 from lakelog.platform.errors import RecordsRefused, UnknownTopicOrPartition
 from lakelog.platform.records import ProducerBatch, ProduceResult, RecordColumns, arrow_to_table
 from lakelog.platform.schema_registry.embedded_json import to_wire_format
-from lakelog.platform.schema_registry.validation import RecordValidator, subject_of
+from lakelog.platform.schema_registry.validation import Column, RecordValidator, subject_of
 
 log = logging.getLogger(__name__)
 
@@ -77,20 +77,22 @@ def screen(broker: Any, validator: RecordValidator, topic: str, records: Records
     config = broker.topic(topic).config
     keys, values = _keys_values(records)
     preset: dict[int, str] = {}
-    if json_keys and config.confluent_key_schema_validation:
-        keys, failed = to_wire_format(validator, subject_of(topic, True), keys)
-        preset.update((i, f"key: {m}") for i, m in failed.items())
-    if json_values and config.confluent_value_schema_validation:
-        values, failed = to_wire_format(validator, subject_of(topic, False), values)
-        preset.update((i, (f"{preset[i]}; " if i in preset else "") + f"value: {m}") for i, m in failed.items())
     if json_keys or json_values:
-        records = _with(records, keys, values)
+        key_list, value_list = _as_list(keys), _as_list(values)
+        if json_keys and config.confluent_key_schema_validation:
+            key_list, failed = to_wire_format(validator, subject_of(topic, True), key_list)
+            preset.update((i, f"key: {m}") for i, m in failed.items())
+        if json_values and config.confluent_value_schema_validation:
+            value_list, failed = to_wire_format(validator, subject_of(topic, False), value_list)
+            preset.update((i, (f"{preset[i]}; " if i in preset else "") + f"value: {m}") for i, m in failed.items())
+        records, keys, values = _with(records, key_list, value_list), key_list, value_list
     errors = dict(preset)
     errors.update((e.index, e.message) for e in validator.check(topic, config, keys, values) if e.index not in preset)
     total = len(values)
     if not errors:
         return Screened(topic, records, list(range(total)), total)
     reasons = sorted(errors.items())
+    keys, values = _as_list(keys), _as_list(values)
     dlq = config.errors_deadletterqueue_topic_name
     _refuse_unless_dead_letters(broker, topic, dlq, reasons, total, producer)
     good = [i for i in range(total) if i not in errors]
@@ -161,11 +163,17 @@ def _refuse_unless_dead_letters(broker: Any, topic: str, dlq: str, reasons: list
     raise RecordsRefused(message, reasons)
 
 
-def _keys_values(records: Records) -> tuple[list[bytes | None], list[bytes | None]]:
+def _keys_values(records: Records) -> tuple[Column, Column]:
+    """The call's keys and values: Python lists, or an Arrow call's columns as they are (checked from their
+    buffers)."""
     if isinstance(records, RecordColumns):
         return list(records.keys), list(records.values)
     table, _ = arrow_to_table(records)
-    return table.column("key").to_pylist(), table.column("value").to_pylist()
+    return table.column("key"), table.column("value")
+
+
+def _as_list(column: Column) -> list[bytes | None]:
+    return column.to_pylist() if isinstance(column, (pa.Array, pa.ChunkedArray)) else list(column)
 
 
 def _with(records: Records, keys: list[bytes | None], values: list[bytes | None]) -> Records:
