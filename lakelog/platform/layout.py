@@ -17,6 +17,7 @@ from __future__ import annotations
 
 CATALOG_TABLE = "_catalog/topics"
 OFFSETS_TABLE = "_control/consumer_offsets"
+CONSUMER_GROUPS_TABLE = "_control/consumer_groups"  # KIP-848 groups' members, latest row per group
 ACLS_TABLE = "_control/acls"
 REPLICAS_TABLE = "_control/replicas"
 JOB_RUNS_TABLE = "_control/job_runs"

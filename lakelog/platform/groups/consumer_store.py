@@ -29,12 +29,12 @@ from lakelog.platform.cluster.errors import NotCoordinator
 from lakelog.platform.delta.control_table import latest_rows, open_control_table, read_control_table
 from lakelog.platform.errors import StorageUnavailable
 from lakelog.platform.groups.membership import CONSUMER, Group, JoinOptions, Member, compile_topic_pattern
+from lakelog.platform.layout import CONSUMER_GROUPS_TABLE
 from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.storage import STORAGE_ERRORS, STORAGE_RETRY_PAUSE_S, Storage
 
 log = logging.getLogger(__name__)
 
-CONSUMER_GROUPS_TABLE = "_control/consumer_groups"  # KIP-848 groups' members, latest row per group
 CONSUMER_GROUPS_SCHEMA = pa.schema([
     pa.field("group", pa.string(), nullable=False),
     pa.field("state", pa.string(), nullable=False),  # `snapshot`'s JSON
