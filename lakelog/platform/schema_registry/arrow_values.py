@@ -2,7 +2,9 @@
 wire_format.py) decoded into Arrow, each with the schema its id names, in the types `arrow_types` maps them to.
 
 A value that is null, not in the wire format, of an unknown or unmappable schema, or that does not decode is
-a null struct: the `value` bytes beside it are the record, this column only a view of them.
+a null struct: the `value` bytes beside it are the record, this column only a view of them. Where a schema has
+a bulk reader (`Bulk`: Avro's avro_bulk.py, Protobuf's protobuf_types.MessageColumns), its values are read
+together, to the same values; those it does not vouch for, one by one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import io
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import fastavro
 import numpy as np
@@ -32,12 +34,22 @@ from lakelog.platform.schema_registry.arrow_types import (
     json_value_type,
     nullable_everywhere,
 )
-from lakelog.platform.schema_registry.avro_bulk import BulkReader, compile_reader
+from lakelog.platform.schema_registry.avro_bulk import compile_reader
 from lakelog.platform.schema_registry.compatibility import AVRO, JSON, PROTOBUF
-from lakelog.platform.schema_registry.protobuf_types import message_converter, message_type
+from lakelog.platform.schema_registry.protobuf_types import message_columns, message_converter, message_type
 from lakelog.platform.schema_registry.wire_format import HEADER_BYTES, MAGIC_BYTE, schema_ids
 
 Convert = Callable[[Any], Any]
+
+
+class Bulk(Protocol):
+    """A reader of many values of one schema (`avro_bulk.BulkReader`): (their struct array in its `type`, null
+    where doubtful; the doubtful positions, to read one by one)."""
+
+    @property
+    def type(self) -> pa.StructType: ...
+
+    def read(self, payloads: Any, skip: int = 0) -> tuple[pa.StructArray, list[int]]: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class ValueDecoder:
     schema_id: int
     type: pa.StructType
     decode: Callable[[bytes], Any]
-    bulk: BulkReader | None = None  # many values at once, in `type` (avro_bulk.py); None: one by one
+    bulk: Bulk | None = None  # many values at once, in `type` (avro_bulk.py, protobuf_types.py); None: one by one
 
 
 def decoder_of(schema_id: int, schema_type: str, text: str, references: Mapping[str, str] | None = None
@@ -106,7 +118,7 @@ def _protobuf_decoder(schema_id: int, schema: protobuf_schema.ProtoSchema) -> Va
             raise ValueError(f"message indexes {indexes}: the column holds {message.full_name} (indexes [0])")
         return convert(cls.FromString(bytes(payload[used:])))
 
-    return ValueDecoder(schema_id, nullable_everywhere(kind), decode_protobuf)
+    return ValueDecoder(schema_id, nullable_everywhere(kind), decode_protobuf, message_columns(message, cls))
 
 
 def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], ValueDecoder | None],
@@ -117,7 +129,7 @@ def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], Valu
     if ids is None:
         ids = schema_ids(values)
     found: dict[int, ValueDecoder | None] = {}
-    bulk: dict[int, tuple[ValueDecoder, BulkReader, list[int], list[bytes]]] = {}
+    bulk: dict[int, tuple[ValueDecoder, Bulk, list[int], list[bytes]]] = {}
     at: list[int] = []  # the positions of `rows`, when some values are read in bulk
     rows: list[Any] = []
     for position, (value, schema_id) in enumerate(zip(values, ids)):
