@@ -100,9 +100,10 @@ def share_describe(group: str, states: dict[tuple[str, int], SharePartition], ou
 
 
 @groups_app.command("describe")
-def groups_describe(group: str, output: str | None = OutputOption) -> None:
+def groups_describe(group: str, output: str | None = OutputOption, url: str | None = LiveOption) -> None:
     """Per partition: committed offset, log end offset, lag, and the consumer owning it on this node; for a
-    share group, each share-partition's start offset, lag and records in flight."""
+    share group, each share-partition's start offset, lag and records in flight. With --url, the group's type
+    (classic or consumer) from the running server."""
     with group_coordinator() as coordinator:
         known = group in coordinator.group_ids()
         rows = coordinator.lag(group) if known else []
@@ -113,14 +114,15 @@ def groups_describe(group: str, output: str | None = OutputOption) -> None:
             return
         with group_coordinator() as coordinator:
             rows = coordinator.lag(group)  # the unknown group's error, as before
+    kind = live_types(url).get(group)
     if output_format(output) == "json":
-        typer.echo(json.dumps({"group": group, "partitions": [
+        typer.echo(json.dumps({"group": group, "type": kind, "partitions": [
             {"topic": r.topic, "partition": r.partition, "current_offset": r.current_offset,
              "log_end_offset": r.log_end_offset, "lag": r.lag, "consumer_id": r.consumer_id} for r in rows],
             "note": MEMBERS_NOTE.format(group=group)}, indent=2))
         return
-    print_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
-                [[group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id]
+    print_table(["GROUP", "TYPE", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
+                [[group, kind or "-", r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id]
                  for r in rows])
     typer.echo(f"note: {MEMBERS_NOTE.format(group=group)}", err=True)
 

@@ -181,9 +181,10 @@ def test_tables_and_json(root: str) -> None:
     assert [p["log_end_offset"] for p in described["partitions"]] == [5, 3] and "replication" not in described
 
     out = run(root, "groups", "describe", "g", "-o", "table")
-    assert table(out) == [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"],
-                          ["g", "orders", "0", "2", "5", "3", "-"],
-                          ["g", "orders", "1", "0", "3", "3", "-"]]
+    assert table(out) == [["GROUP", "TYPE", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                           "CONSUMER-ID"],
+                          ["g", "-", "orders", "0", "2", "5", "3", "-"],
+                          ["g", "-", "orders", "1", "0", "3", "3", "-"]]
     header = out.stdout.splitlines()[0]
     assert [len(line) > header.index("LAG") for line in out.stdout.splitlines()] == [True] * 4  # aligned columns
     assert "GET /v1/groups/g" in out.stderr
@@ -216,7 +217,7 @@ def test_tables_never_truncate_cells(root: str) -> None:
     group = "a-consumer-group-with-a-rather-long-name-" + "x" * 60
     run(root, "consume", "orders", "--group", group, "--partition", "0")
     out = run(root, "groups", "describe", group, "-o", "table", env={"TERM": "dumb", "COLUMNS": "40"})
-    assert table(out)[1] == [group, "orders", "0", "5", "5", "0", "-"]
+    assert table(out)[1] == [group, "-", "orders", "0", "5", "5", "0", "-"]
 
 
 def test_groups_list_with_url_shows_each_group_s_type_from_the_running_server(start_server) -> None:  # noqa: ANN001
@@ -242,6 +243,9 @@ def test_groups_list_with_url_shows_each_group_s_type_from_the_running_server(st
             consumer.poll(0.1)
         types = {g["group"]: g["type"] for g in lines(run(server.root, "groups", "list", "--url", server.url))}
         assert types == {"http-readers": "classic", "next-readers": "consumer"}
+        described = json.loads(run(server.root, "groups", "describe", "next-readers", "--url", server.url,
+                                   "--output", "json").stdout)
+        assert described["type"] == "consumer"
         untyped = {g["group"]: g["type"] for g in lines(run(server.root, "groups", "list"))}
         assert all(kind is None for kind in untyped.values())
     finally:
