@@ -160,7 +160,7 @@ class LakelogStreamReader(DataSourceStreamReader):
 
     def latestOffset(self) -> dict:
         tps = self.options.subscription.resolve(self.reader)
-        ends = {tp: self.reader.list_offset(tp[0], tp[1], "latest") for tp in tps}
+        ends = self._latest(tps)
         limit = self.options.max_offsets_per_trigger
         if limit is None and self._gate is None:
             return offsets_json(ends)
@@ -172,11 +172,23 @@ class LakelogStreamReader(DataSourceStreamReader):
             return offsets_json(base)  # the same offsets as last time: Spark runs no batch
         return offsets_json(ends if limit is None else rate_limit(base, ends, limit))
 
+    def _latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's last stable offset, from one refresh of each topic's table (not one a partition:
+        on object storage each refresh is a request)."""
+        ends = {}
+        for topic in sorted({t for t, _ in tps}):
+            topic_log = self.reader.topic_log(topic)
+            topic_log.refresh()
+            ends.update({tp: topic_log.last_stable_offset(tp[1]) for tp in tps if tp[0] == topic})
+        return ends
+
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         starts, ends = positions_of(start), positions_of(end)
         self._position = dict(ends)
-        for topic in {t for t, _ in ends}:
-            self.reader.topic_log(topic).refresh()
+        for topic in {t for t, _ in ends}:  # the snapshot latestOffset just read holds the files, unless restarted
+            topic_log = self.reader.topic_log(topic)
+            if any(o > topic_log.log_end_offset(p) for (t, p), o in ends.items() if t == topic):
+                topic_log.refresh()
         ranges = plan_ranges(self.reader, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
                              self.options.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
