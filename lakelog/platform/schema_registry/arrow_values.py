@@ -40,6 +40,9 @@ from lakelog.platform.schema_registry.protobuf_types import message_columns, mes
 from lakelog.platform.schema_registry.wire_format import HEADER_BYTES, MAGIC_BYTE, schema_ids
 
 Convert = Callable[[Any], Any]
+# Fewer values than this are read one by one: a bulk read costs about half a millisecond a call whatever its size
+# (measured, Avro: 125 values read in bulk ~ as dear as one by one, 500 values 25% cheaper).
+BULK_MIN_VALUES = 256
 
 
 class Bulk(Protocol):
@@ -129,6 +132,7 @@ def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], Valu
     if ids is None:
         ids = schema_ids(values)
     found: dict[int, ValueDecoder | None] = {}
+    many = len(values) >= BULK_MIN_VALUES
     bulk: dict[int, tuple[ValueDecoder, Bulk, list[int], list[bytes]]] = {}
     at: list[int] = []  # the positions of `rows`, when some values are read in bulk
     rows: list[Any] = []
@@ -139,7 +143,7 @@ def decode_values(values: Sequence[bytes | None], decoders: Callable[[int], Valu
             decoder = found.get(schema_id, _UNSEEN)
             if decoder is _UNSEEN:
                 decoder = found[schema_id] = decoders(schema_id)
-            if decoder is not None and decoder.bulk is not None:
+            if decoder is not None and decoder.bulk is not None and many:
                 _, _, positions, payloads = bulk.setdefault(schema_id, (decoder, decoder.bulk, [], []))
                 positions.append(position)
                 payloads.append(value[HEADER_BYTES:])
@@ -188,7 +192,7 @@ def common_schema_id(values: pa.Array) -> int | None:
 def decode_bulk(values: pa.Array, decoder: ValueDecoder, kind: pa.StructType) -> pa.StructArray | None:
     """`decode_values` of values all under `decoder`'s schema (`common_schema_id`), read by its bulk reader
     straight from their Arrow buffers; None when it has none, or some values need reading one by one."""
-    if decoder.bulk is None:
+    if decoder.bulk is None or len(values) < BULK_MIN_VALUES:
         return None
     array, doubtful = decoder.bulk.read(values, HEADER_BYTES)
     return None if doubtful else conformed(array, kind)

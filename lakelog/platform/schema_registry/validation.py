@@ -34,6 +34,7 @@ from google.protobuf.message import Message
 
 from lakelog.platform.catalog.topic_config import TopicConfig
 from lakelog.platform.schema_registry import avro_bulk, compatibility, protobuf_schema
+from lakelog.platform.schema_registry.arrow_values import BULK_MIN_VALUES
 from lakelog.platform.schema_registry.arrow_values import common_schema_id as arrow_schema_id
 from lakelog.platform.schema_registry.registry import SchemaRegistry
 from lakelog.platform.schema_registry.state import State
@@ -105,8 +106,8 @@ class RecordValidator:
         if isinstance(column, (pa.Array, pa.ChunkedArray)):
             array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
             common = arrow_schema_id(array)
-            if (common is not None and self._unknown(subject, common, refreshed) is None
-                    and self.parsed(common).bulk is not None):
+            if (common is not None and len(array) >= BULK_MIN_VALUES
+                    and self._unknown(subject, common, refreshed) is None and self.parsed(common).bulk is not None):
                 return self._decoded(subject, common, range(len(array)), array, refreshed)
             rows: Sequence[bytes | None] = array.to_pylist()
         else:
@@ -139,7 +140,8 @@ class RecordValidator:
         if unknown is not None:
             return [(index, unknown) for index in indexes]
         parsed = self.parsed(schema_id)
-        doubtful = parsed.bulk(data, skip) if parsed.bulk is not None else range(len(data))
+        many = len(data) >= BULK_MIN_VALUES
+        doubtful = parsed.bulk(data, skip) if parsed.bulk is not None and many else range(len(data))
         out = []
         for at in doubtful:  # those the bulk check could not vouch for, or all: each decoded on its own
             value = data[at].as_py() if isinstance(data, pa.Array) else data[at]

@@ -11,6 +11,7 @@ import itertools
 import json
 import re
 import tempfile
+from typing import Iterator
 
 import fastavro
 import pyarrow as pa
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lakelog.platform.catalog.topic_config import parse_topic_config
 from lakelog.platform.schema_registry import SchemaRegistry
+from lakelog.platform.schema_registry import arrow_values, validation
 from lakelog.platform.schema_registry.arrow_values import (
     common_schema_id,
     decode_bulk,
@@ -34,6 +36,15 @@ LEAVES = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"
 FIELD_NAMES = st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,5}", fullmatch=True), min_size=1, max_size=5, unique=True)
 TOPICS = itertools.count()
 CONFIG = parse_topic_config({"confluent.value.schema.validation": "true"})
+
+
+@pytest.fixture(autouse=True, scope="module")
+def bulk_from_one_value() -> Iterator[None]:
+    """The bulk readers used from one value on (not BULK_MIN_VALUES): the generated calls are small."""
+    saved = arrow_values.BULK_MIN_VALUES
+    arrow_values.BULK_MIN_VALUES = validation.BULK_MIN_VALUES = 1
+    yield
+    arrow_values.BULK_MIN_VALUES = validation.BULK_MIN_VALUES = saved
 
 
 @st.composite

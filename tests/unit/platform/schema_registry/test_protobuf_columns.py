@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Iterator
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lakelog.platform.schema_registry import arrow_values, validation
 from lakelog.platform.schema_registry.arrow_values import common_schema_id, decode_bulk, decode_values, decoder_of
 from lakelog.platform.schema_registry.protobuf_schema import parse, write_indexes
 from lakelog.platform.schema_registry.wire_format import framed
@@ -25,6 +28,15 @@ FLOATS = st.sampled_from([0.0, -0.0, 1.5, -2.25, float("inf")])
 
 parsed = functools.cache(parse)  # protoc runs once per text
 decoder = functools.cache(lambda text: decoder_of(4, "PROTOBUF", text))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def bulk_from_one_value() -> Iterator[None]:
+    """The bulk readers used from one value on (not BULK_MIN_VALUES): the generated calls are small."""
+    saved = arrow_values.BULK_MIN_VALUES
+    arrow_values.BULK_MIN_VALUES = validation.BULK_MIN_VALUES = 1
+    yield
+    arrow_values.BULK_MIN_VALUES = validation.BULK_MIN_VALUES = saved
 
 
 def same(a: object, b: object) -> bool:
