@@ -237,7 +237,10 @@ class ShareCoordinator:
             offsets = fetched.records.column("offset").to_pylist()
             read_to = fetched.next_offset or start
             with self._lock:
-                self._member(group_id, member_id)
+                group = self.groups.get(group_id)
+                if group is None or member_id not in group.members:  # it left, or its session ended: nothing
+                    deliveries[(topic, partition)] = Delivery()  # more for it (its acknowledgements still count)
+                    continue
                 window = (state.start_offset, state.next_offset)
                 acquired = state.acquire(member_id, offsets, read_to, int(time.time() * 1000), settings.lock_ms,
                                          budget, self.settings.group_share_partition_max_record_locks)
