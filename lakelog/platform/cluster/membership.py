@@ -270,3 +270,15 @@ class Membership:
 
     def _object(self, node_id: str) -> str:
         return f"{self.folder}/{self._name(node_id)}"
+
+
+def owns_key(cluster: Membership | None, key: str) -> bool:
+    """Whether this node owns `key` (`group:<id>`, `txn:<id>`) now: rendezvous ownership over the live nodes
+    (always, alone; never without a fresh view of the cluster)."""
+    if cluster is None:
+        return True
+    try:
+        view = cluster.view()
+    except NotInCluster:
+        return False
+    return view.is_local(view.owner(key))

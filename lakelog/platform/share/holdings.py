@@ -7,8 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from lakelog.platform.cluster.errors import NotInCluster
-from lakelog.platform.cluster.membership import Membership
+from lakelog.platform.cluster.membership import Membership, owns_key
 from lakelog.platform.cluster.ownership import group_key
 
 
@@ -44,12 +43,4 @@ class Holdings:
 def group_owner(cluster: Membership | None) -> Callable[[str], bool]:
     """Whether this node coordinates a group now: rendezvous ownership of `group:<id>` over the live nodes
     (always, alone; never without a fresh view of the cluster), as the Kafka listener's FindCoordinator."""
-    def owns(group_id: str) -> bool:
-        if cluster is None:
-            return True
-        try:
-            view = cluster.view()
-        except NotInCluster:
-            return False
-        return view.is_local(view.owner(group_key(group_id)))
-    return owns
+    return lambda group_id: owns_key(cluster, group_key(group_id))

@@ -21,8 +21,8 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from lakelog.platform.clock import now_ms
-from lakelog.platform.cluster.errors import NotCoordinator, NotInCluster
-from lakelog.platform.cluster.membership import Membership
+from lakelog.platform.cluster.errors import NotCoordinator
+from lakelog.platform.cluster.membership import Membership, owns_key
 from lakelog.platform.cluster.ownership import transaction_key
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, UnknownTopicOrPartition
@@ -410,12 +410,4 @@ class TransactionCoordinator:
 def cluster_owner(cluster: Membership | None) -> Callable[[str], bool]:
     """Whether this node coordinates a transactional id now: rendezvous ownership of `txn:<id>` over the
     live nodes (always, alone; never without a fresh view of the cluster)."""
-    def owns(transactional_id: str) -> bool:
-        if cluster is None:
-            return True
-        try:
-            view = cluster.view()
-        except NotInCluster:
-            return False
-        return view.is_local(view.owner(transaction_key(transactional_id)))
-    return owns
+    return lambda transactional_id: owns_key(cluster, transaction_key(transactional_id))
