@@ -1,7 +1,7 @@
 """The records of a Kafka v2 batch to Arrow arrays and back, in bulk: no Python work per record.
 
-The byte work is `_record_codec.pyx` (Cython, built at install), or its pure-Python twin
-`_record_codec_py.py` where the compiled module is missing (`COMPILED` says which serves); both turn a
+The byte work is `compiled_codec.pyx` (Cython, built at install), or its pure-Python twin
+`python_codec.py` where the compiled module is missing (`COMPILED` says which serves); both turn a
 batch's uncompressed records into flat columns (offsets into byte buffers, validity bytes) and back. This
 module turns those columns into Arrow arrays (`pa.Array.from_buffers`, no copy) and Arrow arrays into them.
 Batch framing, compression and CRCs are `batches.py`'s.
@@ -16,17 +16,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.kafka_api import _record_codec_py
+from lakelog.kafka_api import python_codec
 from lakelog.schemas import HEADERS_TYPE
 
-_compiled: ModuleType | None
+compiled_codec: ModuleType | None
 try:
-    from lakelog.kafka_api import _record_codec as _compiled
+    from lakelog.kafka_api import compiled_codec
 except ImportError:  # built at install where a C compiler is (pyproject.toml's ext-modules); else pure Python
-    _compiled = None
+    compiled_codec = None
 
-COMPILED = _compiled is not None
-IMPLEMENTATION: ModuleType = _compiled if _compiled is not None else _record_codec_py
+COMPILED = compiled_codec is not None
+IMPLEMENTATION: ModuleType = compiled_codec if compiled_codec is not None else python_codec
 HEADER_FIELDS = HEADERS_TYPE.value_type  # struct<key: string, value: binary>
 
 

@@ -19,27 +19,27 @@ import pytest
 from aiokafka import codec as aio_codecs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kafka import codec as kafka_codecs
 from kafka.record import default_records as kafka_default
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
-from lakelog.kafka_api import _record_codec_py, batches, record_codec
+from lakelog.kafka_api import batches, python_codec, record_codec
 from lakelog.kafka_api.errors import CODES, KafkaProtocolError
 
-IMPLEMENTATIONS = {"compiled": record_codec._compiled, "python": _record_codec_py}
+from kafka import codec as kafka_codecs
+
+IMPLEMENTATIONS = {"compiled": record_codec.compiled_codec, "python": python_codec}
 CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def test_the_compiled_codec_is_built_and_chosen() -> None:
     """`make install` (pip install -e) builds it where a C compiler is, as on every machine that runs the tests."""
-    assert record_codec.COMPILED and record_codec.IMPLEMENTATION is record_codec._compiled
+    assert record_codec.COMPILED and record_codec.IMPLEMENTATION is record_codec.compiled_codec
 
 
 def test_without_the_compiled_module_the_pure_python_twin_serves() -> None:
-    code = ("import sys; sys.modules['lakelog.kafka_api._record_codec'] = None\n"
-            "from lakelog.kafka_api import record_codec, _record_codec_py, batches\n"
-            "assert not record_codec.COMPILED and record_codec.IMPLEMENTATION is _record_codec_py\n"
+    code = ("import sys; sys.modules['lakelog.kafka_api.compiled_codec'] = None\n"
+            "from lakelog.kafka_api import record_codec, python_codec, batches\n"
+            "assert not record_codec.COMPILED and record_codec.IMPLEMENTATION is python_codec\n"
             "b = batches.encode_fetch(__import__('pyarrow').table({'partition': [0], 'offset': [5],"
             " 'timestamp': [7], 'key': [b'k'], 'value': [b'v']}))\n"
             "(p,) = batches.decode_produce(b, 0)\n"

@@ -1,4 +1,4 @@
-# The compiled module's signatures (_record_codec.pyx); _record_codec_py.py is the same in pure Python.
+# The compiled module's signatures (compiled_codec.pyx); python_codec.py is the same in pure Python.
 import numpy as np
 
 def decode_records(payload: bytes | bytearray | memoryview, count: int) -> tuple[np.ndarray, ...]: ...

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The records of a Kafka v2 record batch (its uncompressed payload) to flat columns and back, compiled.
 
-`record_codec.py` is the door: it picks this module, or `_record_codec_py.py` (the same functions in pure
+`record_codec.py` is the door: it picks this module, or `python_codec.py` (the same functions in pure
 Python, the fallback when this one was not built), and turns the flat columns into Arrow arrays. Both take
 and give the same shapes:
 

@@ -1,4 +1,4 @@
-"""The pure-Python twin of `_record_codec.pyx`: the same two functions, the same shapes and errors, record by
+"""The pure-Python twin of `compiled_codec.pyx`: the same two functions, the same shapes and errors, record by
 record. `record_codec.py` uses it only where the compiled module was not built (no C compiler at install);
 the tests run both against kafka-python's codec."""
 
