@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from lakelog.kafka_api.context import Context
@@ -40,7 +41,7 @@ async def consumer_group_heartbeat(context: Context, call: Call) -> Any:
     interval = settings.group_consumer_heartbeat_interval_ms
     try:
         check_group_served(context, request.group_id)
-        ids = await blocking(_topic_ids, context)
+        ids = await blocking(topic_ids, context)
         names = {topic_id: name for name, topic_id in ids.items()}
         member_id = request.member_id or (str(uuid.uuid4()) if request.member_epoch == 0 else "")
         heartbeat = ConsumerHeartbeat(
@@ -82,20 +83,21 @@ def _without(heartbeat: ConsumerHeartbeat, topic: str) -> ConsumerHeartbeat:
     return dataclasses.replace(heartbeat, topics=topics)
 
 
-def _topic_ids(context: Context) -> dict[str, uuid.UUID]:
+def topic_ids(context: Context) -> dict[str, uuid.UUID]:
+    """Each topic's Kafka topic id, by name (KIP-848's and KIP-932's messages name topics by id)."""
     return {meta.name: meta.topic_id for meta in context.services.broker.list_topics()}
 
 
-def _per_topic(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[tuple[str, list[int]]]:
+def per_topic(partitions: Iterable[TopicPartition], ids: dict[str, uuid.UUID]) -> list[tuple[str, list[int]]]:
     """(topic, its sorted partitions) of the topics that still have an id (a deleted topic's are left out)."""
-    per_topic: dict[str, list[int]] = {}
+    by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
-        per_topic.setdefault(topic, []).append(partition)
-    return [(topic, sorted(parts)) for topic, parts in sorted(per_topic.items()) if topic in ids]
+        by_topic.setdefault(topic, []).append(partition)
+    return [(topic, sorted(parts)) for topic, parts in sorted(by_topic.items()) if topic in ids]
 
 
 def _by_id(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[Any]:
-    return [AssignedTopic(topic_id=ids[topic], partitions=parts) for topic, parts in _per_topic(partitions, ids)]
+    return [AssignedTopic(topic_id=ids[topic], partitions=parts) for topic, parts in per_topic(partitions, ids)]
 
 
 async def consumer_group_describe(context: Context, call: Call) -> Any:
@@ -104,7 +106,7 @@ async def consumer_group_describe(context: Context, call: Call) -> Any:
         try:
             check_group_served(context, group, "describe")
             view = await blocking(context.services.coordinator.describe, group)
-            ids = await blocking(_topic_ids, context)
+            ids = await blocking(topic_ids, context)
         except Exception as exc:
             groups.append(_failed(group, exc))
             continue
@@ -126,7 +128,7 @@ async def consumer_group_describe(context: Context, call: Call) -> Any:
 
 def _described(partitions: list[TopicPartition], ids: dict[str, uuid.UUID]) -> list[Any]:
     return [MemberTopic(topic_id=ids[topic], topic_name=topic, partitions=parts)
-            for topic, parts in _per_topic(partitions, ids)]
+            for topic, parts in per_topic(partitions, ids)]
 
 
 def _failed(group: str, exc: Exception) -> Any:

@@ -13,6 +13,7 @@ from lakelog.kafka_api import nodes
 from lakelog.kafka_api.batches import COMPRESSION, encode_fetch
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code, error_message
+from lakelog.kafka_api.handlers.consumer_groups import per_topic, topic_ids
 from lakelog.kafka_api.handlers.groups import check_group_served
 from lakelog.kafka_api.messages import (
     ShareAcknowledgeResponse,
@@ -44,10 +45,6 @@ NO_OPERATIONS = -2147483648
 UNKNOWN_TOPIC_ID = CODES["UNKNOWN_TOPIC_ID"]
 
 
-def topic_ids(context: Context) -> dict[str, uuid.UUID]:
-    return {meta.name: meta.topic_id for meta in context.services.broker.list_topics()}
-
-
 # ---- membership -----------------------------------------------------------------------------------
 
 
@@ -70,18 +67,10 @@ async def share_group_heartbeat(context: Context, call: Call) -> Any:
                                            error_message=error_message(exc), member_id=request.member_id or None,
                                            member_epoch=-1, heartbeat_interval_ms=interval, assignment=None)
     assignment = None if answer.assignment is None else Assigned(topic_partitions=[
-        AssignedTopic(topic_id=ids[topic], partitions=parts) for topic, parts in _per_topic(answer.assignment, ids)])
+        AssignedTopic(topic_id=ids[topic], partitions=parts) for topic, parts in per_topic(answer.assignment, ids)])
     return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                        member_id=answer.member_id, member_epoch=answer.epoch,
                                        heartbeat_interval_ms=interval, assignment=assignment)
-
-
-def _per_topic(partitions: frozenset[TopicPartition] | list[TopicPartition],
-               ids: dict[str, uuid.UUID]) -> list[tuple[str, list[int]]]:
-    per_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        per_topic.setdefault(topic, []).append(partition)
-    return [(topic, sorted(parts)) for topic, parts in sorted(per_topic.items()) if topic in ids]
 
 
 async def share_group_describe(context: Context, call: Call) -> Any:
@@ -100,7 +89,7 @@ async def share_group_describe(context: Context, call: Call) -> Any:
             member_id=m.member_id, rack_id=None, member_epoch=m.epoch, client_id=m.client_id,
             client_host=m.client_host, subscribed_topic_names=list(m.topics),
             assignment=MemberAssignment(topic_partitions=[
-                MemberTopic(topic_id=ids[t], topic_name=t, partitions=parts) for t, parts in _per_topic(m.assignment,
+                MemberTopic(topic_id=ids[t], topic_name=t, partitions=parts) for t, parts in per_topic(m.assignment,
                                                                                                         ids)]))
             for m in group.members.values()]
         groups.append(Described(error_code=0, error_message=None, group_id=group_id, group_state=group.state,

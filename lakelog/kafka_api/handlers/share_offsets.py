@@ -8,8 +8,8 @@ from typing import Any
 
 from lakelog.kafka_api.context import Context
 from lakelog.kafka_api.errors import CODES, error_code, error_message
+from lakelog.kafka_api.handlers.consumer_groups import topic_ids
 from lakelog.kafka_api.handlers.groups import check_group_served
-from lakelog.kafka_api.handlers.share_groups import topic_ids
 from lakelog.kafka_api.messages import (
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponse,
