@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -96,43 +97,72 @@ def _stream_ratios(stream: list[dict], batch_rate: float) -> list[dict]:
     return out
 
 
+SEGMENTS_PER_PARTITION = 5  # compact and retention: what the roll before them leaves (4 closed, 1 active)
+
+
 def _job_sizes(spark: Any, broker: Any, job: str, sizes: list[int]) -> list[dict]:
+    """Each job timed over a topic it has work on. A producer's commits are shared files (every partition's
+    slice of a flush in one file), which compaction and retention never take: they wait for a roll to
+    rewrite them into per-partition segments, and keep the last one (the active segment). So for those two
+    jobs a roll first (not timed) cuts each partition into `SEGMENTS_PER_PARTITION` segments."""
     from lakelog.spark_jobs.jobs import run_job
 
     out = []
     for records in sizes:
         topic = f"bench-{job}-{records}"
+        segment_bytes = _stored_bytes(records) // (2 * SEGMENTS_PER_PARTITION)
         config = {"segment.bytes": str(512 * 1024 * 1024), "segment.ms": "1"}
-        if job == "compact":
-            config = {"cleanup.policy": "compact", "segment.bytes": str(512 * 1024 * 1024)}
+        if job == "compact":  # keys repeat every 10,000 records: most of each closed segment is superseded
+            config = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
         if job == "retention":
-            config = {"retention.bytes": "0"}
+            config = {"retention.bytes": "0", "segment.bytes": str(segment_bytes)}
         broker.create_topic(topic, 2, config)
         _fill(broker, topic, 2, records, batch=max(records // 20, 1))  # 20 files per partition's worth of commits
-        log = broker.topic_log(topic)
+        if job != "roll":
+            _checked(run_job("roll", broker, spark, topics=[topic]), topic)
+        log = broker.committed_log(topic)
         log.refresh()
         size = sum(f.size_bytes for p in range(2) for f in log.segments(p))
-        files = sum(len(log.segments(p)) for p in range(2))
-        seconds, report = _timed(lambda: run_job(job, broker, spark, topics=[topic]))
-        figure = {"name": f"{job}, {records} records ({size / 1e6:.1f} MB, {files} files)",
-                  "value": round(seconds, 3), "unit": "s",
-                  "note": f"{report.commits} commits, {report.files_removed} files removed"}
-        if job != "retention":
-            figure = {**figure, "value": round(size / 1e6 / seconds, 1), "unit": "MB/s",
-                      "note": figure["note"] + f", {seconds:.2f} s"}
-        out.append(figure)
+        files = len({f.path for p in range(2) for f in log.segments(p)})
+        seconds, report = _timed(partial(run_job, job, broker, spark, topics=[topic]))
+        _checked(report, topic)
+        note = f"{report.commits} commits, {report.files_removed} files removed"
+        if job == "retention":
+            out.append({"name": f"{job}, {records} records ({size / 1e6:.1f} MB, {files} files)",
+                        "value": round(seconds, 3), "unit": "s",
+                        "note": f"{note}, {report.bytes_in / 1e6:.1f} MB"})
+            continue
+        note += f", {report.bytes_in / 1e6:.1f} MB in, {seconds:.2f} s"
+        if job == "compact":
+            note += f", {report.records_in} records in, {report.records_out} out"
+        out.append({"name": f"{job}, {records} records ({size / 1e6:.1f} MB, {files} files)",
+                    "value": round(report.bytes_in / 1e6 / seconds, 1), "unit": "MB/s", "note": note})
     return out
+
+
+def _stored_bytes(records: int) -> int:
+    """About what `_fill` stores per record: the value, a key of about 8 bytes, offsets and timestamps."""
+    return records * (VALUE_BYTES + 14)
+
+
+def _checked(report: Any, topic: str) -> Any:
+    """A job that committed nothing did no work: its time is no figure."""
+    if report.commits == 0:
+        raise RuntimeError(f"the {report.job} job committed nothing on {topic} ({report.unchanged} partitions "
+                           f"unchanged, {len(report.plans)} planned): the bench measures no work")
+    return report
 
 
 def _warm_up(spark: Any, broker: Any) -> None:
     """One small run of each job first, so the timed runs do not pay for Python workers starting."""
     from lakelog.spark_jobs.jobs import run_job
 
-    broker.create_topic("bench-warm-up", 2, {"cleanup.policy": "compact,delete", "segment.ms": "1",
+    segment_bytes = _stored_bytes(20_000) // (2 * SEGMENTS_PER_PARTITION)
+    broker.create_topic("bench-warm-up", 2, {"cleanup.policy": "compact,delete", "segment.bytes": str(segment_bytes),
                                              "retention.bytes": "0"})
-    _fill(broker, "bench-warm-up", 2, 2_000, batch=200)
+    _fill(broker, "bench-warm-up", 2, 20_000, batch=2_000)  # keys repeat every 10,000: compaction has work
     for job in ("roll", "compact", "retention"):
-        run_job(job, broker, spark, topics=["bench-warm-up"])
+        _checked(run_job(job, broker, spark, topics=["bench-warm-up"]), "bench-warm-up")
 
 
 def run(console: Any, quick: bool = False) -> list[Figure]:
