@@ -138,13 +138,12 @@ class Partitioner:
     ) -> np.ndarray:
         """Partition per record: explicit if given, else by key hash, else the batch's sticky partition."""
         if explicit is not None:
-            wrong = next((p for p in explicit if p is not None and not 0 <= p < partitions), None)
-            if wrong is not None:
-                raise UnknownTopicOrPartition(
-                    f"partition {wrong} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
-                )
-            if None not in explicit:  # every record placed by the caller (a Kafka client's batch): no hashing
-                return np.asarray(explicit, dtype=np.int32)
+            if None not in explicit:  # every record placed by the caller (a Kafka client's batch): no hashing,
+                # and the range checked in bulk (a Kafka batch places thousands of records at once)
+                placed = np.asarray(explicit, dtype=np.int64)
+                _check_range(placed, partitions, topic)
+                return placed.astype(np.int32)
+            _check_range(np.array([p for p in explicit if p is not None], dtype=np.int64), partitions, topic)
         if len(keys) <= SMALL_BATCH:  # the common tiny request: key by key, no array work
             return self._assign_few(keys.to_pylist() if isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys,
                                     explicit, partitions)
@@ -184,3 +183,11 @@ class Partitioner:
     def _hash_each(self, keys: list[bytes | None]) -> np.ndarray:
         hash_ = HASHES[self._hash_name]
         return np.array([0 if k is None else hash_(k) & 0x7FFFFFFF for k in keys], dtype=np.uint32)
+
+
+def _check_range(placed: np.ndarray, partitions: int, topic: str) -> None:
+    wrong = np.flatnonzero((placed < 0) | (placed >= partitions))
+    if wrong.size:
+        raise UnknownTopicOrPartition(
+            f"partition {int(placed[wrong[0]])} out of range: topic {topic!r} has partitions 0..{partitions - 1}"
+        )

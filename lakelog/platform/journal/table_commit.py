@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import OffsetsMoved, ProducerStateChanged
@@ -41,7 +42,7 @@ def commit_entries(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowl
     if plan.commit:
         table = pa.concat_tables([by_entry[id(e)].records for e in plan.commit])
         partitions = table.column("partition").to_numpy()
-        producer_ids = frozenset(int(p) for p in table.column("producer_id").drop_null().to_pylist())
+        producer_ids = frozenset(pc.unique(table.column("producer_id").drop_null()).to_pylist())
         _append(opened, table.drop_columns(["partition"]), partitions, producer_ids, plan.bases())
         done.extend(by_entry[id(e)] for e in plan.commit)
         opened.notify_committed()
