@@ -1,8 +1,10 @@
 """Fetch and ListOffsets: partitions read as v2 record batches, offsets looked up by time.
 
 A Fetch waits (up to max_wait_ms) until min_bytes are there across its partitions, in one worker
-thread, woken by commits as HTTP long polls are. No fetch sessions: the answer's session id 0 tells a
-client to send full requests (KIP-227 allows it).
+thread, woken by commits as HTTP long polls are. From v7 a Fetch may open or continue a fetch session
+(KIP-227, `fetch_sessions.py`): an incremental one reads every partition of its session and answers only
+those with news. A partition at its log end is answered from the node's memory (its log end offset and
+high watermark), so polling idle partitions reads no table per partition.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kafka.protocol.consumer import FetchResponse, ListOffsetsRequest, ListOffse
 from lakelog.kafka_api.batches import COMPRESSION, ZSTD, encode_fetch, fetch_magic
 from lakelog.kafka_api.context import Context, Services
 from lakelog.kafka_api.errors import CODES, error_code
+from lakelog.kafka_api.fetch_sessions import FIRST_SESSION_VERSION, Answer, Key, Kind, sessionless
 from lakelog.kafka_api.handlers import offsets_topic, transactions
 from lakelog.kafka_api.protocol import Call
 from lakelog.kafka_api.threads import blocking
@@ -47,14 +50,29 @@ class Wanted:
 
 async def fetch(context: Context, call: Call) -> FetchResponse:
     request = call.body
-    wanted, refused = [], {}
-    for topic in request.topics:
-        allowed = context.allowed("read", "topic", topic.topic)
-        for p in topic.partitions:
-            if allowed:
-                wanted.append(Wanted(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes))
-            else:
-                refused[(topic.topic, p.partition)] = CODES["TOPIC_AUTHORIZATION_FAILED"]
+    requested = {(t.topic, p.partition): (p.fetch_offset, p.partition_max_bytes)
+                 for t in request.topics for p in t.partitions}
+    if call.version >= FIRST_SESSION_VERSION:
+        forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+        plan = context.fetch_sessions.plan(request.session_id, request.session_epoch, requested, forgotten)
+    else:
+        plan = sessionless(requested)
+    answers = await _answer(context, call, plan.wanted) if plan.kind is not Kind.ERROR else []
+    outcome = context.fetch_sessions.finish(plan, [(key, _summary(data)) for key, data in answers])
+    listed = set(outcome.listed)
+    responses: dict[str, list[PartitionData]] = {}
+    for key, data in answers:
+        if key in listed:
+            responses.setdefault(key[0], []).append(data)
+    return FetchResponse(throttle_time_ms=0, error_code=outcome.error_code, session_id=outcome.session_id,
+                         responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
+
+
+async def _answer(context: Context, call: Call, plan: list[tuple[Key, int, int]]) -> list[tuple[Key, PartitionData]]:
+    """Each planned partition read (or refused) and answered, in the plan's order."""
+    request = call.body
+    allowed = {topic: context.allowed("read", "topic", topic) for topic in {key[0] for key, _, _ in plan}}
+    wanted = [Wanted(topic, partition, offset, size) for (topic, partition), offset, size in plan if allowed[topic]]
     services = context.services
     wait_ms = min(request.max_wait_ms, services.settings.max_poll_timeout_ms)
     internal = [w for w in wanted if offsets_topic.is_offsets_topic(w.topic)]  # generated, not in a table
@@ -63,18 +81,29 @@ async def fetch(context: Context, call: Call) -> FetchResponse:
                            max(request.min_bytes, 1), wait_ms)
     found.update(await offsets_topic.fetch_partitions(context, internal, 0 if wanted else wait_ms, call.version))
     read_committed = call.version >= 4 and request.isolation_level == 1
-    responses: dict[str, list[PartitionData]] = {}
     magic = fetch_magic(call.version)  # v0-v3 read message sets of magic 0 or 1
-    for topic in request.topics:
-        compression = _compression(services, topic.topic)
-        if compression == ZSTD and call.version < FIRST_ZSTD_FETCH:
-            compression = 0  # lakelog compresses at fetch time: it answers what the consumer can read
-        for p in topic.partitions:
-            key = (topic.topic, p.partition)
-            responses.setdefault(topic.topic, []).append(_partition(p.partition, found.get(key), refused.get(key),
-                                                                    compression, magic, read_committed))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
-                         responses=[TopicData(topic=name, partitions=parts) for name, parts in responses.items()])
+    codecs: dict[str, int] = {}
+    answers = []
+    for key, _, _ in plan:
+        topic, partition = key
+        if topic not in codecs:
+            codecs[topic] = _codec(services, topic, call.version)
+        refused = None if allowed[topic] else CODES["TOPIC_AUTHORIZATION_FAILED"]
+        answers.append((key, _partition(partition, found.get(key), refused, codecs[topic], magic, read_committed)))
+    return answers
+
+
+def _codec(services: Services, topic: str, version: int) -> int:
+    compression = _compression(services, topic)
+    if compression == ZSTD and version < FIRST_ZSTD_FETCH:
+        return 0  # lakelog compresses at fetch time: it answers what the consumer can read
+    return compression
+
+
+def _summary(data: PartitionData) -> Answer:
+    """What a session compares of a partition's answer."""
+    return Answer(bool(data.records), data.error_code, data.high_watermark, data.log_start_offset,
+                  data.last_stable_offset)
 
 
 def _compression(services: Services, topic: str) -> int:
