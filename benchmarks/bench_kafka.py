@@ -1,20 +1,23 @@
-"""Kafka listener benchmarks: lakelog's Kafka wire protocol against its HTTP Arrow path and a raw read.
+"""Kafka listener benchmarks: lakelog's Kafka wire protocol (two librdkafka clients: confluent-kafka and kcat,
+librdkafka's CLI) against its HTTP Arrow path and a raw read, in one run.
 
-`lakelog serve --no-jobs`, its Kafka listener on a free port; the clients run in this process, on the
-same machine: client and server share its cores, on both sides of each ratio.
+`lakelog serve --no-jobs`, its Kafka listener on a free port; the clients run in this process or as its child
+(kcat), on the same machine: client and server share its cores, on both sides of each ratio. The server's
+CPU seconds (psutil) over each path's rounds give its CPU-s per million records.
 
 Produce: the same keyed records (keys `key-<i>`, 100-byte values, 8 partitions) sent by confluent-kafka's
-Producer (acks=all, idempotent, linger.ms=5; poll(0) after each produce() serves the delivery callbacks)
-and, to another topic of the same server, as Arrow IPC streams of 10,000 records POSTed by 4 clients (the
-http suite's Arrow shape), in alternated rounds so that other load on the machine hits both paths alike.
-Both keep at most 40,000 records in flight (the producer's queue.buffering.max.messages; 4 requests of
-10,000), so their latencies compare. A record's delivery latency: its delivery callback's time minus its
-produce() call's; through HTTP, its request's latency.
+Producer (acks=all, idempotent, linger.ms=5; poll(0) after each produce() serves the delivery callbacks), by
+kcat -P (the same settings, from a file of `key<TAB>value` lines written before its timing; its records
+counted from the high watermarks) and, to another topic, as Arrow IPC streams of 10,000 records POSTed by 4
+clients (the http suite's Arrow shape), in alternated rounds so that other load on the machine hits the paths
+alike. All keep at most 40,000 records in flight (queue.buffering.max.messages; 4 requests of 10,000), so
+latencies compare: a record's is its delivery callback's time minus its produce() call's; through HTTP, its
+request's; kcat reports none.
 
 Consume: a 1,000,000-record topic of the same shape, written through the HTTP Arrow path, read from
-earliest to the end by confluent-kafka's Consumer with a manual assign (no group) on a fresh server
-process (no tail cache: the fetches read the files), against deltalake reading the same table (all
-columns) to Arrow in this process; alternated too.
+earliest to the end by confluent-kafka's Consumer with a manual assign (no group) and by kcat -C -e, each on
+a fresh server process (no tail cache: the fetches read the files), against deltalake reading the same table
+(all columns) to Arrow in this process; alternated too. kcat's records are counted from its output.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,10 +39,10 @@ import psutil
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from deltalake import DeltaTable
+from lakelog.platform.layout import topic_path
 from rich.console import Console
 
 from benchmarks.common import Figure, free_port, percentile
-from lakelog.platform.layout import topic_path
 
 SUITE = "kafka"
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +56,11 @@ PRODUCE_ROUNDS = 3
 CONSUME_RECORDS = 1_000_000
 CONSUME_ROUNDS = 2
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"  # Debian's package; librdkafka's CLI
+KCAT_SETTINGS = ["-X", "enable.idempotence=true", "-X", "acks=all", "-X", "linger.ms=5",
+                 "-X", f"queue.buffering.max.messages={IN_FLIGHT}"]  # as confluent-kafka's Producer
+KEY_DELIMITER = b"\t"  # kcat -K; records end in a newline (kcat -D's default): neither is in a key or a value
+assert KEY_DELIMITER not in VALUE and b"\n" not in VALUE
 PRODUCE_TARGET, CONSUME_TARGET = 0.9, 0.7  # issue 44: of HTTP Arrow's records/s, of the raw read's
 SERVER_CPU_TARGET = 1.2  # issue 44: the Kafka produce path's server CPU per record, as a multiple of HTTP Arrow's
 Run = tuple[float, int, list[float], int]  # seconds, records, per-record latencies (ms), errors
@@ -204,6 +213,58 @@ def kafka_consume(bootstrap: str, topic: str, n: int) -> Run:
         consumer.close()
 
 
+def kcat_input(path: str, first: int, n: int) -> None:
+    """N `key-<i><TAB>value` lines (keys from `first` on) for kcat -P, written before its timing."""
+    value, delimiter = VALUE.decode(), KEY_DELIMITER.decode()
+    Path(path).write_text("".join(f"key-{i}{delimiter}{value}\n" for i in range(first, first + n)))
+
+
+def high_watermarks(bootstrap: str, topic: str) -> int:
+    """The sum of the topic's partitions' high watermarks: how many records landed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lakelog-bench-unused"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS))
+    finally:
+        consumer.close()
+
+
+def landed(bootstrap: str, topic: str, before: int, run: Run) -> Run:
+    """`run` of N records to `topic`, its records those its high watermarks grew by from `before` (at most N),
+    its errors plus the records short of (or beyond) N: a failure is not counted as speed."""
+    seconds, n, latencies, errors = run
+    count = high_watermarks(bootstrap, topic) - before
+    return seconds, min(count, n), latencies, errors + abs(n - count)
+
+
+def kcat_produce(bootstrap: str, topic: str, path: str, n: int) -> Run:
+    """kcat -P sends the N lines of `path`: seconds from its start (connection and metadata: a few ms) to its
+    exit, after its last delivery; errors 1 for a failed exit; N records, which `landed` then checks."""
+    with open(path, "rb") as f:
+        started = time.perf_counter()
+        done = subprocess.run([KCAT, "-P", "-q", "-b", bootstrap, "-t", topic, "-K", KEY_DELIMITER.decode(),
+                               *KCAT_SETTINGS], stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=600)
+        elapsed = time.perf_counter() - started
+    if done.returncode or done.stderr.strip():
+        print(f"kcat -P: exit {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}", file=sys.stderr)
+    return elapsed, n, [], int(done.returncode != 0)
+
+
+def kcat_consume(bootstrap: str, topic: str, n: int, out: str) -> Run:
+    """kcat -C, every partition from the beginning to its end (-e), no group, a `<partition>` line per record to
+    `out`: seconds from its start to its exit; records the lines (at most N); errors 1 if not N or it failed."""
+    with open(out, "wb") as f:
+        started = time.perf_counter()
+        done = subprocess.run([KCAT, "-C", "-q", "-e", "-b", bootstrap, "-t", topic, "-o", "beginning",
+                               "-f", "%p\\n"], stdout=f, stderr=subprocess.PIPE, timeout=600)
+        elapsed = time.perf_counter() - started
+    count = Path(out).read_bytes().count(b"\n")
+    if done.returncode or count != n:
+        print(f"kcat -C: exit {done.returncode}, {count:,} of {n:,} records: "
+              f"{done.stderr.decode(errors='replace')[-2000:]}", file=sys.stderr)
+    return elapsed, min(count, n), [], int(done.returncode != 0 or count != n)
+
+
 def raw_read(root: str, topic: str) -> tuple[float, int]:
     """deltalake opens the topic's table and reads all its columns to Arrow: seconds, records."""
     started = time.perf_counter()
@@ -218,8 +279,9 @@ def _create(url: str, *topics: str) -> None:
 
 
 class Phase:
-    """Wall time, records and CPU seconds of the server and of this process (the clients, librdkafka's threads
-    included) summed over the rounds of one path."""
+    """Wall time, records and CPU seconds of the server and of the clients (this process, librdkafka's threads
+    included, and its children waited for in the round: kcat) summed over the rounds of one path; a round's
+    `check` (if any) revises its Run once the CPU seconds are read."""
 
     def __init__(self) -> None:
         self.wall_s = self.server_s = self.client_s = 0.0
@@ -228,12 +290,13 @@ class Phase:
         self.errors = 0
         self.rates: list[float] = []
 
-    def measure(self, server: Server, func: Callable[..., Run], *args: Any) -> None:
-        client = psutil.Process()
-        server_s, client_s = server.cpu_seconds(), _cpu(client)
-        seconds, records, latencies, errors = func(*args)
+    def measure(self, server: Server, func: Callable[..., Run], *args: Any,
+                check: Callable[[Run], Run] | None = None) -> None:
+        server_s, client_s = server.cpu_seconds(), _cpu(psutil.Process(), children=True)
+        result = func(*args)
         self.server_s += server.cpu_seconds() - server_s
-        self.client_s += _cpu(client) - client_s
+        self.client_s += _cpu(psutil.Process(), children=True) - client_s
+        seconds, records, latencies, errors = check(result) if check else result
         self.latencies += latencies
         self.wall_s += seconds
         self.records += records
@@ -247,15 +310,18 @@ class Phase:
     def per_cpu(self) -> float:
         return self.records / (self.server_s + self.client_s)
 
+    def server_per_million(self) -> float:
+        return self.server_s / self.records * 1e6 if self.records else float("nan")
+
     def note(self) -> str:
         spread = ", ".join(f"{r:,.0f}" for r in self.rates)
         return (f"rounds {spread}; server {self.records / self.server_s:,.0f} records/CPU-s; CPU-s in "
                 f"{self.wall_s:.1f} s: server {self.server_s:.1f}, clients {self.client_s:.1f}")
 
 
-def _cpu(process: psutil.Process) -> float:
+def _cpu(process: psutil.Process, children: bool = False) -> float:
     times = process.cpu_times()
-    return times.user + times.system
+    return times.user + times.system + (times.children_user + times.children_system if children else 0.0)
 
 
 def run(console: Console, quick: bool = False) -> list[Figure]:
@@ -263,22 +329,30 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
     consume_n = 200_000 if quick else CONSUME_RECORDS
     per_round = produce_n // PRODUCE_ROUNDS // ARROW_BATCH * ARROW_BATCH
     work = tempfile.mkdtemp(prefix="lakelog-bench-kafka-")
-    root = os.path.join(work, "root")
-    arrow, kafka, consume = Phase(), Phase(), Phase()
+    root, lines, out = (os.path.join(work, name) for name in ("root", "kcat-input", "kcat-output"))
+    arrow, kafka, kcat, consume, kcat_c = Phase(), Phase(), Phase(), Phase(), Phase()
     raw_seconds: list[float] = []
     raw_rows, raw_cpu = 0, 0.0
     load = os.getloadavg()[0]
     try:
         server = Server(root)
         try:
-            _create(server.url, "warm-kafka", "warm-arrow", "produce-kafka", "produce-arrow", "consume")
+            _create(server.url, "warm-kafka", "warm-kcat", "warm-arrow", "produce-kafka", "produce-kcat",
+                    "produce-arrow", "consume")
             console.log("kafka: warm-up (20,000 records each path)")
             kafka_produce(server.bootstrap, "warm-kafka", 20_000)
+            kcat_input(lines, 0, 20_000)
+            kcat_produce(server.bootstrap, "warm-kcat", lines, 20_000)
             arrow_produce(server.url, "warm-arrow", 20_000)
-            for r in range(PRODUCE_ROUNDS):  # alternated, so that other load on the machine hits both alike
+            for r in range(PRODUCE_ROUNDS):  # alternated, so that other load on the machine hits all alike
                 console.log(f"kafka: produce round {r + 1} of {PRODUCE_ROUNDS}: {per_round:,} records by each path")
+                kcat_input(lines, r * per_round, per_round)  # kcat's input, outside the timing
                 arrow.measure(server, arrow_produce, server.url, "produce-arrow", per_round, r * per_round)
                 kafka.measure(server, kafka_produce, server.bootstrap, "produce-kafka", per_round, r * per_round)
+                before = high_watermarks(server.bootstrap, "produce-kcat")  # its records: counted as landed
+                kcat.measure(server, kcat_produce, server.bootstrap, "produce-kcat", lines, per_round,
+                             check=partial(landed, server.bootstrap, "produce-kcat", before))
+            os.remove(lines)
             console.log(f"kafka: writing the {consume_n:,}-record topic through HTTP Arrow")
             _, _, _, errors = arrow_produce(server.url, "consume", consume_n)
             if errors:
@@ -287,63 +361,87 @@ def run(console: Console, quick: bool = False) -> list[Figure]:
             server.stop()
         for r in range(CONSUME_ROUNDS):
             console.log(f"kafka: consume round {r + 1} of {CONSUME_ROUNDS}: raw deltalake read, then "
-                        "confluent-kafka from earliest on a fresh server")
+                        "confluent-kafka and kcat from earliest, each on a fresh server")
             cpu = _cpu(psutil.Process())
             seconds, raw_rows = raw_read(root, "consume")
             raw_cpu += _cpu(psutil.Process()) - cpu
             raw_seconds.append(seconds)
-            server = Server(root)  # a fresh node: no tail cache nor footer cache, the fetches read the files
-            try:
-                consume.measure(server, kafka_consume, server.bootstrap, "consume", consume_n)
-            finally:
-                server.stop()
+            for phase, func, args in ((consume, kafka_consume, ()), (kcat_c, kcat_consume, (out,))):
+                server = Server(root)  # a fresh node: no tail cache nor footer cache, the fetches read the files
+                try:
+                    phase.measure(server, func, server.bootstrap, "consume", consume_n, *args)
+                finally:
+                    server.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    raw_rate, raw_per_cpu = (raw_rows * len(raw_seconds) / x for x in (sum(raw_seconds), raw_cpu))
+    return _figures(arrow, kafka, kcat, consume, kcat_c, raw_rate, raw_per_cpu, raw_rows, raw_seconds, load)
 
-    produce_ratio = kafka.rate / arrow.rate
-    raw_rate = raw_rows * len(raw_seconds) / sum(raw_seconds)
-    consume_ratio = consume.rate / raw_rate
+
+def _figures(arrow: Phase, kafka: Phase, kcat: Phase, consume: Phase, kcat_c: Phase, raw_rate: float,
+             raw_per_cpu: float, raw_rows: int, raw_seconds: list[float], load: float) -> list[Figure]:
     arrow_p99, kafka_p99 = percentile(arrow.latencies, 99), percentile(kafka.latencies, 99)
     shape = f"{arrow.records:,} keyed records, 100-byte values, {PARTITIONS} partitions"
-    arrow_per_cpu, kafka_per_cpu = arrow.per_cpu(), kafka.per_cpu()
-    server_ratio = (kafka.server_s / kafka.records) / (arrow.server_s / arrow.records)
-    raw_per_cpu, consume_per_cpu = raw_rows * len(raw_seconds) / raw_cpu, consume.per_cpu()
-    return [
-        Figure(SUITE, f"produce via HTTP Arrow IPC, {ARROW_BATCH:,} records/request, {HTTP_CLIENTS} clients",
-               arrow.rate, "records/s", note=f"reference; {shape}; {arrow.errors} errors; {arrow.note()}; the "
-                                             f"machine's 1-minute load average at the start: {load:.1f}"),
-        Figure(SUITE, "produce via the Kafka listener, confluent-kafka, acks=all, idempotent, linger.ms=5",
-               kafka.rate, "records/s", f">= {PRODUCE_TARGET}x HTTP Arrow", produce_ratio >= PRODUCE_TARGET,
-               produce_ratio, f"ratio to HTTP Arrow; the same records; {kafka.errors} failed; {kafka.note()}"),
-        Figure(SUITE, "produce, HTTP Arrow: records per CPU-second, server and clients together", arrow_per_cpu,
-               "records/CPU-s", note="reference"),
-        Figure(SUITE, "produce, Kafka: records per CPU-second, server and clients together", kafka_per_cpu,
-               "records/CPU-s", ratio=kafka_per_cpu / arrow_per_cpu,
-               note="ratio to HTTP Arrow: the throughput ratio expected when the cores are the limit"),
-        Figure(SUITE, "produce, server CPU-seconds per million records, Kafka", kafka.server_s / kafka.records * 1e6,
-               "CPU-s", f"<= {SERVER_CPU_TARGET}x HTTP Arrow's", server_ratio <= SERVER_CPU_TARGET, server_ratio,
-               f"ratio to HTTP Arrow's {arrow.server_s / arrow.records * 1e6:.2f} CPU-s per million records"),
-        Figure(SUITE, "produce delivery latency p50, HTTP Arrow (each request's, for each of its records)",
-               percentile(arrow.latencies, 50), "ms"),
-        Figure(SUITE, "produce delivery latency p99, HTTP Arrow (each request's, for each of its records)",
-               arrow_p99, "ms", note=f"{arrow.records // ARROW_BATCH} requests"),
-        Figure(SUITE, "produce delivery latency p50, Kafka (delivery callback minus produce())",
-               percentile(kafka.latencies, 50), "ms"),
-        Figure(SUITE, "produce delivery latency p99, Kafka (delivery callback minus produce())", kafka_p99, "ms",
-               ratio=kafka_p99 / arrow_p99, note=f"ratio to HTTP Arrow; at most {IN_FLIGHT:,} records in flight "
-                                                 "on both paths"),
-        Figure(SUITE, "raw read: deltalake DeltaTable(...).to_pyarrow_table(), all columns", raw_rate, "records/s",
-               note=f"reference; {raw_rows:,} records, in this process; rounds "
-                    + ", ".join(f"{raw_rows / s:,.0f}" for s in raw_seconds)),
-        Figure(SUITE, f"consume via the Kafka listener, confluent-kafka, manual assign of {PARTITIONS} partitions "
-                      "from earliest", consume.rate, "records/s", f">= {CONSUME_TARGET}x raw read",
-               consume_ratio >= CONSUME_TARGET, consume_ratio,
-               f"ratio to the raw read; {consume_n:,} records of 100-byte values each round; fresh server; "
-               f"{consume.note()}"),
-        Figure(SUITE, "consume, Kafka: records per CPU-second, server and consumer together", consume_per_cpu,
-               "records/CPU-s", ratio=consume_per_cpu / raw_per_cpu,
-               note=f"ratio to the raw read's {raw_per_cpu:,.0f} records/CPU-s"),
-    ]
+    arrow_per_cpu, arrow_server, raw_per_million = arrow.per_cpu(), arrow.server_per_million(), 1e6 / raw_per_cpu
+    figures: list[Figure] = []
+
+    def fig(name: str, value: float, unit: str, **kw: Any) -> None:
+        figures.append(Figure(SUITE, name, value, unit, **kw))
+
+    fig(f"produce via HTTP Arrow IPC, {ARROW_BATCH:,} records/request, {HTTP_CLIENTS} clients", arrow.rate,
+        "records/s", note=f"reference; {shape}; {arrow.errors} errors; {arrow.note()}; the machine's 1-minute "
+                          f"load average at the start: {load:.1f}")
+    produce = [("confluent-kafka", kafka, f"confluent-kafka's Producer in this process; {kafka.errors} failed"),
+               ("kcat", kcat, f"kcat -P from a file prepared beforehand, its process's start to its exit; "
+                              f"{kcat.errors} missing from the high watermarks or failed")]
+    for client, phase, what in produce:
+        ratio = phase.rate / arrow.rate
+        fig(f"produce via the Kafka listener, {client}, acks=all, idempotent, linger.ms=5", phase.rate, "records/s",
+            target=f">= {PRODUCE_TARGET}x HTTP Arrow", met=ratio >= PRODUCE_TARGET, ratio=ratio,
+            note=f"ratio to HTTP Arrow; the same records; {what}; {phase.note()}")
+    fig("produce, HTTP Arrow: records per CPU-second, server and clients together", arrow_per_cpu, "records/CPU-s",
+        note="reference")
+    fig("produce, server CPU-seconds per million records, HTTP Arrow", arrow_server, "CPU-s",
+        note=f"reference; the server process's user+system CPU over the rounds, {arrow.server_s:.1f} CPU-s")
+    for client, phase, _ in produce:
+        fig(f"produce, Kafka ({client}): records per CPU-second, server and clients together", phase.per_cpu(),
+            "records/CPU-s", ratio=phase.per_cpu() / arrow_per_cpu, note="ratio to HTTP Arrow: the throughput "
+            "ratio expected when the cores are the limit" + ("; kcat's process included" if phase is kcat else ""))
+        ratio = phase.server_per_million() / arrow_server
+        fig(f"produce, server CPU-seconds per million records, Kafka ({client})", phase.server_per_million(), "CPU-s",
+            target=f"<= {SERVER_CPU_TARGET}x HTTP Arrow's", met=ratio <= SERVER_CPU_TARGET, ratio=ratio,
+            note=f"ratio to HTTP Arrow's {arrow_server:.2f}; {phase.server_s:.1f} CPU-s for {phase.records:,} records")
+    fig("produce delivery latency p50, HTTP Arrow (each request's, for each of its records)",
+        percentile(arrow.latencies, 50), "ms")
+    fig("produce delivery latency p99, HTTP Arrow (each request's, for each of its records)", arrow_p99, "ms",
+        note=f"{arrow.records // ARROW_BATCH} requests")
+    fig("produce delivery latency p50, Kafka (confluent-kafka: delivery callback minus produce())",
+        percentile(kafka.latencies, 50), "ms")
+    fig("produce delivery latency p99, Kafka (confluent-kafka: delivery callback minus produce())", kafka_p99, "ms",
+        ratio=kafka_p99 / arrow_p99, note=f"ratio to HTTP Arrow; at most {IN_FLIGHT:,} records in flight on both")
+    fig("raw read: deltalake DeltaTable(...).to_pyarrow_table(), all columns", raw_rate, "records/s",
+        note=f"reference; {raw_rows:,} records, in this process; rounds "
+             + ", ".join(f"{raw_rows / s:,.0f}" for s in raw_seconds))
+    consumers = [("confluent-kafka", consume, f"manual assign of {PARTITIONS} partitions from earliest",
+                  f"confluent-kafka's Consumer in this process; {consume.errors} errors"),
+                 ("kcat", kcat_c, f"kcat -C -o beginning -e, all {PARTITIONS} partitions, no group",
+                  "its process's start to its exit, one '%p' line per record to a file, counted after; "
+                  f"{kcat_c.errors} rounds short or failed")]
+    for client, phase, how, what in consumers:
+        ratio = phase.rate / raw_rate
+        fig(f"consume via the Kafka listener, {client}, {how}", phase.rate, "records/s",
+            target=f">= {CONSUME_TARGET}x raw read", met=ratio >= CONSUME_TARGET, ratio=ratio,
+            note=f"ratio to the raw read; {raw_rows:,} records of 100-byte values each round; fresh server; {what}; "
+                 f"{phase.note()}")
+    for client, phase, _, _ in consumers:
+        fig(f"consume, Kafka ({client}): records per CPU-second, server and consumer together", phase.per_cpu(),
+            "records/CPU-s", ratio=phase.per_cpu() / raw_per_cpu,
+            note=f"ratio to the raw read's {raw_per_cpu:,.0f} records/CPU-s")
+        fig(f"consume, server CPU-seconds per million records, Kafka ({client})", phase.server_per_million(),
+            "CPU-s", ratio=phase.server_per_million() / raw_per_million,
+            note=f"ratio to the raw read's {raw_per_million:.2f} CPU-s per million records (this process reading "
+                 f"the table, no server); {phase.server_s:.1f} CPU-s for {phase.records:,} records")
+    return figures
 
 
 if __name__ == "__main__":  # pragma: no cover
