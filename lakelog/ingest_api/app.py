@@ -14,12 +14,13 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from lakelog.ingest_api import api_docs, console, errors, openapi
 from lakelog.ingest_api.auth import bearer_token
 from lakelog.ingest_api.cluster_routing import OwnerRouting
 from lakelog.ingest_api.dependencies import Services, current_services
-from lakelog.ingest_api.fast_path import ProduceFastPath
+from lakelog.ingest_api.fast_path import ProduceFastPath, produce_topic
 from lakelog.ingest_api.group_paths import GroupPaths
 from lakelog.ingest_api.metrics import Metrics
 from lakelog.ingest_api.routes import admin, cluster, groups, records, schema_registry, share_groups, topics
@@ -293,11 +294,11 @@ def create_app(settings: Settings | None = None, broker: Broker | None = None) -
             services.metrics.errors.labels(code).inc()
 
     errors.install(app, count_error)
+    app.produce_path = ProduceFastPath(app.state, count_error)  # before every middleware (LakelogApp.__call__)
     if settings.docs_require_key and settings.authentication:
         _guard_docs(app)
     app.add_middleware(OwnerRouting)  # group requests go to the group's coordinator, a topic's history to its leader
     app.add_middleware(GroupPaths)  # before routing: a group id's encoded `/` stays in its segment
-    app.add_middleware(ProduceFastPath, on_error=count_error)  # outermost: the hot path skips the rest
     for router in (topics.router, records.router, groups.router, share_groups.router, admin.acl_router,
                    admin.ops_router, cluster.router, schema_registry.router):
         app.include_router(router)
@@ -329,7 +330,16 @@ def _guard_docs(app: FastAPI) -> None:
 
 
 class LakelogApp(FastAPI):
-    """FastAPI with lakelog's OpenAPI document (`openapi.build`), made on first use."""
+    """FastAPI with lakelog's OpenAPI document (`openapi.build`), made on first use, and produce requests
+    served before FastAPI's layers (fast_path.py)."""
+
+    produce_path: ProduceFastPath | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.produce_path is not None and (topic := produce_topic(scope)) is not None:
+            await self.produce_path(topic, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
         if not self.openapi_schema:

@@ -20,7 +20,11 @@ async def principal(request: Request,
 
 def bearer_token(request: Request) -> str | None:
     """The API key of a request, read directly (the produce hot path and middleware skip dependencies)."""
-    header = request.headers.get("authorization")
+    return bearer_of(request.headers.get("authorization"))
+
+
+def bearer_of(header: str | None) -> str | None:
+    """The API key of an Authorization header's value."""
     if header and header[:7].lower() == "bearer ":
         return header[7:].strip()
     return None

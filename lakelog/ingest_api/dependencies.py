@@ -4,7 +4,7 @@ back-pressure."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,9 +100,14 @@ class Services:
 
 
 def current_services(request: Request) -> Services:
-    services: Services | None = getattr(request.app.state, "services", None)
+    return services_in(request.app.state)
+
+
+def services_in(state: Any) -> Services:
+    """The services of an app's `state` (the produce fast path has no Request)."""
+    services: Services | None = getattr(state, "services", None)
     if services is None:
-        startup = getattr(request.app.state, "startup", None)
+        startup = getattr(state, "startup", None)
         if startup is not None and startup.cause:  # the store is down at start: say why
             raise StorageUnavailable(startup.cause)
         raise ShuttingDown("the server is not ready")
@@ -118,8 +123,12 @@ async def read_body(request: Request, services: Services) -> bytes:
     """The request body, its bytes reserved from the in-flight budget before they are read: the declared
     Content-Length up front (429 before a byte is read), a chunked body as it arrives. Refused with 413
     (naming the limit) as soon as it passes `max_request_bytes`. The caller releases len(body)."""
+    return await collect_body(request.stream(), request.headers.get("content-length"), services)
+
+
+async def collect_body(stream: AsyncIterator[bytes], declared: str | None, services: Services) -> bytes:
+    """`read_body` of any stream of body chunks, `declared` its Content-Length header."""
     limit = services.settings.max_request_bytes
-    declared = request.headers.get("content-length")
     expected = int(declared) if declared is not None and declared.isdigit() else 0
     if expected > limit:
         raise BodyTooLarge(f"the request body is {declared} bytes, over the limit (max_request_bytes) of "
@@ -127,7 +136,7 @@ async def read_body(request: Request, services: Services) -> bytes:
     services.reserve(expected)
     reserved, size, chunks = expected, 0, []
     try:
-        async for chunk in request.stream():
+        async for chunk in stream:
             size += len(chunk)
             if size > limit:
                 raise BodyTooLarge(f"the request body is over the limit (max_request_bytes) of {limit} bytes")

@@ -1,42 +1,94 @@
 """Produce without FastAPI's per-request machinery.
 
-At thousands of single-record requests per second, FastAPI's routing (a regex per
-route), dependency solving and its exception and exit-stack middleware cost more
-of the event loop than the produce itself (profiled: about 60%). This ASGI
-middleware serves `POST /v1/topics/{topic}/records` by calling the handler the
-FastAPI route declares (`routes.records.produce`) and answering errors through
-`errors.response_for`: one handler, one error mapping, one document. A path it
-does not recognise exactly goes on to FastAPI.
+At thousands of single-record requests per second, FastAPI's and Starlette's layers (telemetry and body
+limit checks, the error middleware, routing, dependency solving, Request and Response objects) cost more
+of the event loop than the produce itself. The app (`app.LakelogApp`) hands `POST /v1/topics/{topic}/records`
+to this raw ASGI handler before any of them: it reads the few headers and the body from the ASGI messages,
+calls the handler the FastAPI route calls (`routes.records.produce_call`: the same authentication, checks,
+back-pressure and metrics) and answers errors through `errors.response_for` (one error mapping, counted
+as the app's handlers count them). A path it does not recognise exactly goes on to FastAPI.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+import orjson
+from starlette.datastructures import QueryParams
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from lakelog.ingest_api import errors
+from lakelog.ingest_api.dependencies import collect_body, services_in
 from lakelog.ingest_api.routes import records
 
-PRODUCE_PATH = re.compile(r"/v1/topics/([^/]{1,249})/records")
+PREFIX, SUFFIX = "/v1/topics/", "/records"
+MAX_TOPIC = 249
+# The request headers the produce path reads (by lower-case name, as ASGI gives them).
+READ_HEADERS = frozenset({b"authorization", b"content-type", b"content-length", b"idempotency-key"})
+NO_QUERY: dict[str, str] = {}
+JSON_HEADERS = (b"content-type", b"application/json")
+
+
+def produce_topic(scope: Scope) -> str | None:
+    """The topic of a produce request (`POST /v1/topics/{topic}/records`), None for any other request."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    path: str = scope["path"]
+    if not (path.startswith(PREFIX) and path.endswith(SUFFIX)):
+        return None
+    topic = path[len(PREFIX):-len(SUFFIX)]
+    return topic if 0 < len(topic) <= MAX_TOPIC and "/" not in topic else None
+
+
+def read_headers(scope: Scope) -> dict[str, str]:
+    """The headers produce reads, the first of each name (as Starlette's `Headers.get`)."""
+    found: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        if name in READ_HEADERS:
+            found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return found
+
+
+async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The body's chunks as they arrive (as Starlette's `Request.stream`)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+
+
+async def send_json(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), JSON_HEADERS]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class ProduceFastPath:
-    def __init__(self, app: ASGIApp, on_error: Callable[[str], None]) -> None:
-        self.app = app
+    def __init__(self, state: Any, on_error: Callable[[str], None]) -> None:
+        """`state`: the app's state (its services); `on_error(code)` counts an error answer."""
+        self.state = state
         self.on_error = on_error
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = (PRODUCE_PATH.fullmatch(scope["path"])
-                 if scope["type"] == "http" and scope["method"] == "POST" else None)
-        if match is None:
-            await self.app(scope, receive, send)
-            return
+    async def __call__(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            response = await records.produce(match.group(1), Request(scope, receive))
+            services = services_in(self.state)
+            headers = read_headers(scope)
+            raw_query = scope["query_string"]
+            query = QueryParams(raw_query) if raw_query else NO_QUERY
+            payload = await records.produce_call(
+                services, topic, query, headers,
+                lambda: collect_body(body_chunks(receive), headers.get("content-length"), services))
         except Exception as exc:
             response, code = errors.response_for(exc)
             self.on_error(code)
-        await response(scope, receive, send)
+            await response(scope, receive, send)
+            return
+        await send_json(send, 200, orjson.dumps(payload))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -47,6 +47,22 @@ class Metrics:
                                        ["kind"], buckets=LATENCY_BUCKETS, registry=r)
         self.errors = Counter("lakelog_errors", "Error answers by Kafka error code", ["code"], registry=r)
         self.topics_seen: set[str] = set()
+        self._produced: dict[str, tuple[Any, Any]] = {}  # topic -> its produce counters' children
+        self._latency: dict[str, Any] = {}  # acks -> its produce latency histogram's child
+
+    def produced(self, topic: str, records: int, body_bytes: int, acks: str, seconds: float) -> None:
+        """One produce request answered: its series' children looked up once per topic (`labels` takes a
+        lock and builds a key at every call)."""
+        self.topics_seen.add(topic)  # again after a delete of the topic took it out
+        children = self._produced.get(topic)
+        if children is None:
+            children = self._produced[topic] = (self.produce_records.labels(topic), self.produce_bytes.labels(topic))
+        children[0].inc(records)
+        children[1].inc(body_bytes)
+        latency = self._latency.get(acks)
+        if latency is None:
+            latency = self._latency[acks] = self.produce_latency.labels(acks)
+        latency.observe(seconds)
 
     def attach(self, broker: Broker, coordinator: GroupCoordinator) -> None:
         self.registry.register(_StateCollector(broker, coordinator, self.topics_seen))

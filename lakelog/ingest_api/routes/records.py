@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, replace
 from typing import Annotated, Literal
@@ -15,7 +14,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
 
 from lakelog.ingest_api import codec
-from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_token
+from lakelog.ingest_api.answers import answered
+from lakelog.ingest_api.auth import Principal, Svc, bearer, bearer_of
 from lakelog.ingest_api.dependencies import Services, blocking, current_services, read_body
 from lakelog.ingest_api.errors import SchemaViolation, UnsupportedMediaType
 from lakelog.ingest_api.models import FetchResponse, OffsetAnswer, ProduceResponse
@@ -85,12 +85,43 @@ QUERY_NAMES = frozenset(p["name"] for p in PRODUCE_PARAMETERS if p["in"] == "que
     dependencies=[Depends(bearer)],
 )
 async def produce(topic: TopicName, request: Request) -> Response:
+    # Served by the fast path (fast_path.py) but for paths it does not take; this route declares it.
+    services = current_services(request)
+    payload = await produce_call(services, topic, request.query_params, request.headers,
+                                 lambda: read_body(request, services))
+    return json_response(payload)
+
+
+async def produce_call(services: Services, topic: str, query: Mapping[str, str], headers: Mapping[str, str],
+                       read: Callable[[], Awaitable[bytes]]) -> dict[str, object]:
+    """One produce request: its answer's payload. `headers` by lower-case name; `read()` reads the body
+    (its bytes reserved, as `read_body`) once the request passed its checks."""
     # The hot path: query and headers are read directly (no per-parameter dependency solving).
     started = time.perf_counter()
-    services = current_services(request)
-    principal = services.authorizer.authenticate(bearer_token(request))
+    principal = services.authorizer.authenticate(bearer_of(headers.get("authorization")))
     services.authorizer.check(principal, "write", "topic", topic)
-    query = request.query_params
+    acks, timeout_ms, query_producer = produce_query(query) if query else ("1", None, {})
+    body = await read()
+    try:
+        content_type = headers.get("content-type", "application/json")
+        key_format, value_format = query.get("key_format", "string"), query.get("value_format", "string")
+        # A large body takes milliseconds to parse: on a worker thread, so the event loop keeps serving.
+        if len(body) <= PARSE_INLINE_BYTES:
+            parsed = parse_body(content_type, body, key_format, value_format)
+        else:
+            parsed = await blocking(parse_body, content_type, body, key_format, value_format)
+        if query_producer and parsed.producer:
+            raise SchemaViolation("give the producer fields either in the query or in the body, not both")
+        producer = codec.producer_batch(query_producer or parsed.producer, headers.get("idempotency-key"))
+        result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer, principal)
+    finally:
+        services.release(len(body))
+    services.metrics.produced(topic, len(result), len(body), acks, time.perf_counter() - started)
+    return produce_payload(result)
+
+
+def produce_query(query: Mapping[str, str]) -> tuple[str, int | None, dict[str, int]]:
+    """acks, timeout_ms and the producer fields of a produce request's query, checked."""
     unknown = query.keys() - QUERY_NAMES
     if unknown:
         raise SchemaViolation(f"unknown query parameter(s) {sorted(unknown)}")
@@ -101,27 +132,7 @@ async def produce(topic: TopicName, request: Request) -> Response:
     query_producer = {name: value for name, upper in (("producer_id", codec.IDEMPOTENCY_BASE - 1),
                                                       ("producer_epoch", 32767), ("sequence", codec.MAX_INT32))
                       if (value := query_int(query, name, 0, upper)) is not None}
-    body = await read_body(request, services)
-    try:
-        parse_args = (request.headers.get("content-type", "application/json"), body,
-                      query.get("key_format", "string"), query.get("value_format", "string"))
-        # A large body takes milliseconds to parse: on a worker thread, so the event loop keeps serving.
-        if len(body) <= PARSE_INLINE_BYTES:
-            parsed = parse_body(*parse_args)
-        else:
-            parsed = await blocking(parse_body, *parse_args)
-        if query_producer and parsed.producer:
-            raise SchemaViolation("give the producer fields either in the query or in the body, not both")
-        producer = codec.producer_batch(query_producer or parsed.producer, request.headers.get("idempotency-key"))
-        result = await produce_and_wait(services, topic, parsed, acks, timeout_ms, producer, principal)
-    finally:
-        services.release(len(body))
-    metrics = services.metrics
-    metrics.topics_seen.add(topic)
-    metrics.produce_records.labels(topic).inc(len(result))
-    metrics.produce_bytes.labels(topic).inc(len(body))
-    metrics.produce_latency.labels(acks).observe(time.perf_counter() - started)
-    return json_response(produce_payload(result))
+    return acks, timeout_ms, query_producer
 
 
 def query_int(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
@@ -156,8 +167,9 @@ async def produce_and_wait(services: Services, topic: str, parsed: codec.ParsedP
     else:
         future = services.broker.produce_async(topic, parsed.records, acks, timeout_ms, producer)
     # The core owns the deadline: the writer answers this future by then, with REQUEST_TIMED_OUT at worst.
-    # Shielded: the flush thread owns the future; a client that goes away must not cancel it.
-    return await asyncio.shield(asyncio.wrap_future(future))
+    # The flush thread owns the future: a client that goes away cancels only the wait (answers.py).
+    result: ProduceResult = await answered(future)
+    return result
 
 
 async def opened(services: Services, topic: str, parsed: codec.ParsedProduce, principal: str) -> TopicMeta:
