@@ -109,11 +109,13 @@ class Call:
     client_id: str | None
     body: Any
 
-    def answer(self, response: ApiMessage) -> bytes:
-        """The framed response to this call."""
+    def answer(self, response: ApiMessage) -> bytes | bytearray:
+        """The framed response to this call (kafka-python's own copy of its buffer: a Fetch's megabytes of
+        records are not copied once more into bytes)."""
         response.API_VERSION = self.version  # before the header: its setter assumes a request header
         response.with_header(correlation_id=self.correlation_id)
-        return bytes(response.encode(header=True, framed=True))
+        encoded: bytes | bytearray = response.encode(header=True, framed=True)
+        return encoded
 
 
 def decode(frame: bytes) -> Call:
@@ -171,7 +173,7 @@ def unsupported_answer(api_key: int, correlation_id: int) -> bytes | None:
     pick one and ask again; any other API gets nothing (the listener closes the connection, as Kafka does:
     an answer the client did not ask for in a version it may not read would be taken for a success)."""
     if api_key == ApiKey.ApiVersions:
-        return Call(api_key, 0, correlation_id, None, None).answer(api_versions_response(UNSUPPORTED_VERSION))
+        return bytes(Call(api_key, 0, correlation_id, None, None).answer(api_versions_response(UNSUPPORTED_VERSION)))
     return None
 
 
@@ -184,4 +186,4 @@ def error_answer(api_key: int, version: int, correlation_id: int, code: int) -> 
     field = response_class.fields.get("error_code")
     if field is None or not field.for_version_q(version):
         return None
-    return Call(api_key, version, correlation_id, None, None).answer(response_class(error_code=code))
+    return bytes(Call(api_key, version, correlation_id, None, None).answer(response_class(error_code=code)))
