@@ -20,7 +20,8 @@ from tests.log_check import assert_topic_intact
 from tests.patience import STUCK_S
 
 VERSION = 12  # the highest Fetch the listener serves: sessions (v7+), topics by name (v13+ names them by id)
-Topic, Partition, Forgotten = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition, FetchRequest.ForgottenTopic
+Topic, Forgotten = FetchRequest.FetchTopic, FetchRequest.ForgottenTopic
+Partition = FetchRequest.FetchTopic.FetchPartition
 
 
 def fetch(server: ThreadServer, session_id: int, epoch: int, partitions: dict[tuple[str, int], int],

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from lakelog.kafka_api.fetch_sessions import (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, MAX_EPOCH,
-                                              Answer, FetchSessions, Kind, next_epoch)
+from lakelog.kafka_api.fetch_sessions import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    INVALID_FETCH_SESSION_EPOCH,
+    MAX_EPOCH,
+    Answer,
+    FetchSessions,
+    Kind,
+    next_epoch,
+)
 
 IDLE = Answer(has_records=False, error_code=0, high_watermark=5, log_start_offset=0, last_stable_offset=5)
 
