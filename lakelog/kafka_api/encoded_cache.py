@@ -15,8 +15,8 @@ import threading
 from collections import OrderedDict
 from typing import Hashable
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 DEFAULT_MAX_BYTES = 64 << 20
 
@@ -31,11 +31,12 @@ class EncodedCache:
 
     @staticmethod
     def key(topic: str, rows: pa.Table, compression: int, magic: int) -> Hashable:
-        """The key of `rows` (TOPIC_SCHEMA, one partition, offsets ascending, at least one row)."""
-        offsets, timestamps = rows.column("offset"), rows.column("timestamp").cast(pa.int64())
-        sizes = [pc.sum(pc.binary_length(rows.column(name))).as_py() or 0 for name in ("key", "value")]
-        return (topic, rows.column("partition")[0].as_py(), offsets[0].as_py(), offsets[-1].as_py(), rows.num_rows,
-                compression, magic, timestamps[0].as_py(), timestamps[-1].as_py(), *sizes)
+        """The key of `rows` (TOPIC_SCHEMA, one partition, offsets ascending, at least one row): read from
+        the first and last chunks and the buffers' sizes, so that a lookup costs nothing per row."""
+        offsets, timestamps = rows.column("offset"), rows.column("timestamp")
+        sizes = [_data_bytes(rows.column(name)) for name in ("key", "value")]
+        return (topic, _first(rows.column("partition")), _first(offsets), _last(offsets), rows.num_rows,
+                compression, magic, _first(timestamps), _last(timestamps), *sizes)
 
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
@@ -66,6 +67,26 @@ class EncodedCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _first(column: pa.ChunkedArray) -> object:
+    return next(chunk for chunk in column.chunks if len(chunk))[0].as_py()
+
+
+def _last(column: pa.ChunkedArray) -> object:
+    return next(chunk for chunk in reversed(column.chunks) if len(chunk))[-1].as_py()
+
+
+def _data_bytes(column: pa.ChunkedArray) -> int:
+    """A binary column's bytes of values, from each chunk's first and last value offsets (a slice's share
+    of the data buffer, not the whole buffer)."""
+    total = 0
+    for chunk in column.chunks:
+        bounds = chunk.buffers()[1] if len(chunk) and len(chunk.buffers()) > 2 else None
+        if bounds is not None:
+            ends = np.frombuffer(bounds, np.int64 if pa.types.is_large_binary(chunk.type) else np.int32)
+            total += int(ends[chunk.offset + len(chunk)] - ends[chunk.offset])
+    return total
 
 
 ENCODED = EncodedCache()  # the process's one cache: every connection's fetches share it
