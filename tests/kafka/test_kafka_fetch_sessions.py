@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from lakelog.kafka_api.fetch_sessions import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
@@ -113,21 +113,32 @@ def test_raw_fetches_open_continue_forget_and_close_a_session(start_server) -> N
     moved_on = fetch(server, session, 3, {("raw-sessions", 1): 2})  # the consumer's new position
     assert (moved_on.session_id, listed(moved_on)) == (session, {})
 
-    forgot = fetch(server, session, 4, {}, forgotten={"raw-sessions": [2]})
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        admin.delete_records({TopicPartition("raw-sessions", 0): 1})  # partition 0's log start moves, no record
+    finally:
+        admin.close()
+    trimmed = fetch(server, session, 4, {})
+    (key, data), = listed(trimmed).items()
+    assert key == ("raw-sessions", 0) and (data.log_start_offset, data.high_watermark, bytes(data.records)) == (
+        1, 1, b"")
+    assert listed(fetch(server, session, 5, {})) == {}  # told once
+
+    forgot = fetch(server, session, 6, {}, forgotten={"raw-sessions": [2]})
     assert listed(forgot) == {}
     produce(server, "raw-sessions", [(2, b"c2")])
-    assert listed(fetch(server, session, 5, {})) == {}  # partition 2 left the session
+    assert listed(fetch(server, session, 7, {})) == {}  # partition 2 left the session
 
-    wrong = fetch(server, session, 9, {})
+    wrong = fetch(server, session, 11, {})
     assert (wrong.error_code, wrong.session_id, listed(wrong)) == (INVALID_FETCH_SESSION_EPOCH, 0, {})
     unknown = fetch(server, session + 1 if session < 2**31 - 1 else 1, 1, {})
     assert (unknown.error_code, listed(unknown)) == (FETCH_SESSION_ID_NOT_FOUND, {})
-    assert fetch(server, session, 6, {}).error_code == 0  # the errors left the session as it was
+    assert fetch(server, session, 8, {}).error_code == 0  # the errors left the session as it was
 
     closed = fetch(server, session, -1, {("raw-sessions", 2): 1})  # -1: closed, answered without a session
     assert (closed.error_code, closed.session_id) == (0, 0)
     assert [(k, bytes(p.records) != b"") for k, p in listed(closed).items()] == [(("raw-sessions", 2), True)]
-    assert fetch(server, session, 7, {}).error_code == FETCH_SESSION_ID_NOT_FOUND
+    assert fetch(server, session, 9, {}).error_code == FETCH_SESSION_ID_NOT_FOUND
 
     sessionless = fetch(server, 0, -1, everything)
     assert (sessionless.session_id, sorted(listed(sessionless))) == (0, sorted(everything))
