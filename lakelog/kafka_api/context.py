@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lakelog.kafka_api.fetch_sessions import FetchSessions, shared_by
+from lakelog.kafka_api.fetch_sessions import FetchSessions
 from lakelog.kafka_api.relay import Relays
 from lakelog.kafka_api.share_sessions import ShareSessions
 from lakelog.platform.acl import ANONYMOUS, Authorizer
@@ -50,11 +50,7 @@ class Context:
     share_sessions: ShareSessions = field(default_factory=ShareSessions)  # the listener's (ShareFetch)
     relays: Relays = field(default_factory=Relays)  # this connection's share calls passed on to other nodes
     submit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # FIFO: pipelined produces keep their order
-    fetch_sessions: FetchSessions = field(init=False)  # the listener's (Fetch, KIP-227)
-
-    def __post_init__(self) -> None:
-        # The listener hands every connection's context the same `services_of`: its sessions are shared by it.
-        self.fetch_sessions = shared_by(self.services_of)
+    fetch_sessions: FetchSessions = field(default_factory=FetchSessions)  # the listener's (Fetch, KIP-227)
 
     @property
     def services(self) -> Services:

@@ -16,15 +16,17 @@ from __future__ import annotations
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from lakelog.kafka_api.errors import CODES
+
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 MAX_EPOCH = 2**31 - 1
-FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH = 70, 71  # Kafka's error codes
+FETCH_SESSION_ID_NOT_FOUND = CODES["FETCH_SESSION_ID_NOT_FOUND"]
+INVALID_FETCH_SESSION_EPOCH = CODES["INVALID_FETCH_SESSION_EPOCH"]
 FIRST_SESSION_VERSION = 7  # Fetch v7 carries session ids and epochs
 MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots default
 EVICTION_S = 120.0  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: younger sessions are kept
@@ -219,21 +221,3 @@ def _remember(cached: Cached, answer: Answer) -> None:
     cached.high_watermark = answer.high_watermark
     cached.log_start_offset = answer.log_start_offset
     cached.last_stable_offset = answer.last_stable_offset
-
-
-_SHARED: weakref.WeakKeyDictionary[object, FetchSessions] = weakref.WeakKeyDictionary()
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_by(owner: object) -> FetchSessions:
-    """The sessions of every connection with the same `owner` (a listener's services callable, which each
-    of its connections' contexts holds): a consumer that reconnects keeps its session. A new cache when
-    the owner cannot be weakly referenced."""
-    with _SHARED_LOCK:
-        try:
-            sessions = _SHARED.get(owner)
-            if sessions is None:
-                sessions = _SHARED[owner] = FetchSessions()
-            return sessions
-        except TypeError:
-            return FetchSessions()

@@ -28,6 +28,7 @@ from kafka.protocol.api_key import ApiKey
 
 from lakelog.kafka_api import errors, protocol, refusals, sasl
 from lakelog.kafka_api.context import Context, Services
+from lakelog.kafka_api.fetch_sessions import FetchSessions
 from lakelog.kafka_api.handlers import HANDLERS
 from lakelog.kafka_api.nodes import parse_address
 from lakelog.kafka_api.protocol import Call, Unanswerable
@@ -52,6 +53,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self.share_sessions = ShareSessions()  # the listener's connections share them: a member may reconnect
+        self.fetch_sessions = FetchSessions()  # and these (KIP-227): a consumer may reconnect
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self._tls,
@@ -76,7 +78,7 @@ class KafkaListener:
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         context = Context(self._services_of, self.advertised, peer=str(peer[0]) if peer else "",
-                          share_sessions=self.share_sessions)
+                          share_sessions=self.share_sessions, fetch_sessions=self.fetch_sessions)
         try:
             await Connection(context, reader, writer).run()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
