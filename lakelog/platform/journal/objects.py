@@ -99,19 +99,23 @@ def entries_of(topic: str, table: pa.Table) -> list[Entry]:
     return entries
 
 
-def encode_records(node: str, run: str, slot: int, topics: Mapping[str, pa.Table]) -> bytes:
-    """One flush: per topic its records (TOPIC_SCHEMA, offsets assigned, sorted by partition then offset)."""
-    entries: list[Entry] = []
+def encode_records(node: str, run: str, slot: int, topics: Mapping[str, pa.Table],
+                   entries: Mapping[str, list[Entry]] | None = None) -> bytes:
+    """One flush: per topic its records (TOPIC_SCHEMA, offsets assigned, sorted by partition then offset);
+    `entries`: per topic its records' entries when the caller has them (`entries_of`)."""
+    found: list[Entry] = []
     parts = []
     for topic, table in topics.items():
         if table.num_rows == 0:
             continue
-        table = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
-        entries.extend(entries_of(topic, table))
+        if not table.schema.equals(TOPIC_SCHEMA):  # a cast per column otherwise
+            table = table.select(TOPIC_SCHEMA.names).cast(TOPIC_SCHEMA)
+        given = entries.get(topic) if entries is not None else None
+        found.extend(given if given is not None else entries_of(topic, table))
         parts.append(table.add_column(0, OBJECT_SCHEMA.field("topic"),
                                       pa.array([topic] * table.num_rows, pa.string())))
     records = pa.concat_tables(parts) if parts else OBJECT_SCHEMA.empty_table()
-    return _encode(RECORDS, node, run, slot, entries, records)
+    return _encode(RECORDS, node, run, slot, found, records)
 
 
 def encode_marker(kind: str, node: str, run: str, slot: int) -> bytes:

@@ -34,6 +34,7 @@ from lakelog.platform.journal.errors import JournalFenced
 from lakelog.platform.journal.objects import (
     FENCE,
     TOMBSTONE,
+    Entry,
     encode_marker,
     encode_records,
     entries_of,
@@ -47,6 +48,7 @@ from lakelog.platform.produce.admission import PendingProduce, checked
 from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
+from lakelog.schemas import TOPIC_SCHEMA
 
 if TYPE_CHECKING:
     from lakelog.platform.broker.open_topic import OpenTopic
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BEHIND_FACTOR = 4  # a topic takes no more calls once this many table.commit.bytes wait for its table commit
+OFFSET_FIELD = TOPIC_SCHEMA.field("offset")
 RETRY_S = 0.05  # first pause between attempts at one slot (doubling, up to a second)
 
 
@@ -76,6 +79,7 @@ class _Prepared:
     results: list[ProduceResult]
     items: list[Acknowledged]
     records: pa.Table  # TOPIC_SCHEMA, sorted by partition then offset
+    entries: list[Entry]  # of `records`
 
 
 class JournalWriter:
@@ -212,26 +216,31 @@ class JournalWriter:
         table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
         partitions = np.concatenate([p.partitions for p in accepted])
         table = stamp(table, [p.stamp for p in accepted], now_ms())
-        order = np.argsort(partitions, kind="stable")
-        runs = partition_runs(partitions[order])
-        bases = {p: state.next_offset(p) for p, _, _ in runs}
-        records, offsets = assign_offsets(table.take(order), runs, bases)
-        in_given_order = np.empty_like(offsets)
-        in_given_order[order] = offsets
+        if len(partitions) < 2 or bool((partitions[1:] >= partitions[:-1]).all()):  # one partition, commonly
+            runs = partition_runs(partitions)
+            records, in_given_order = assign_offsets(table, runs, {p: state.next_offset(p) for p, _, _ in runs})
+        else:
+            order = np.argsort(partitions, kind="stable")
+            runs = partition_runs(partitions[order])
+            records, offsets = assign_offsets(table.take(order), runs, {p: state.next_offset(p) for p, _, _ in runs})
+            in_given_order = np.empty_like(offsets)
+            in_given_order[order] = offsets
+        at = records.schema.get_field_index("offset")
+        records = records.set_column(at, OFFSET_FIELD, records.column(at))  # TOPIC_SCHEMA's field (not null)
         timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
         results, start = [], 0
         for pending in accepted:
             end = start + pending.rows
             results.append(ProduceResult(partitions[start:end], in_given_order[start:end], timestamps[start:end]))
             start = end
-        items = []
-        for entry, (_, lo, hi) in zip(entries_of(opened.meta.name, records), runs):
-            items.append(Acknowledged(("", 0), entry, records.slice(lo, hi - lo)))
-        return _Prepared(opened, accepted, results, items, records)
+        entries = entries_of(opened.meta.name, records)
+        items = [Acknowledged(("", 0), entry, records.slice(lo, hi - lo)) for entry, (_, lo, hi) in zip(entries, runs)]
+        return _Prepared(opened, accepted, results, items, records, entries)
 
     def _write(self, prepared: list[_Prepared]) -> None:
         run, slot = self.run, self.slot
-        data = encode_records(self.node, run, slot, {p.opened.meta.name: p.records for p in prepared})
+        data = encode_records(self.node, run, slot, {p.opened.meta.name: p.records for p in prepared},
+                              {p.opened.meta.name: p.entries for p in prepared})
         deadline = Deadline.earliest([c.deadline for p in prepared for c in p.accepted])
         landed = self._put(run, slot, data, deadline)
         if landed is not True:
