@@ -30,7 +30,7 @@ from lakelog.platform.records import TopicPartition
 from lakelog.spark_jobs import typed
 from lakelog.spark_jobs.options import SourceOptions
 from lakelog.spark_jobs.ranges import OffsetRange, check_start_not_after_end, plan_ranges
-from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, kafka_arrow_schema, read_range
+from lakelog.spark_jobs.scan import HEADERS_DDL, KAFKA_DDL, kafka_arrow_schema, read_range, spare_zip_rereads
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +53,28 @@ class LakelogDataSource(DataSource):
     def name(cls) -> str:
         return "lakelog"
 
+    # Each method below is the last of this package's code that a planner worker runs for a query (schema:
+    # `create_data_source`; partitions, streamReader: `plan_data_source_read`). Those workers are reused
+    # and call `importlib.invalidate_caches()` first thing, as the executors' do: sparing their next run
+    # the re-read of the zips on their path took most of their CPU per query (see scan.spare_zip_rereads).
+
     def schema(self) -> str | StructType:
         include_headers = str(self.options.get("includeHeaders", "false")).lower() == "true"
-        if typed.requested(self.options):  # Kafka's columns, then `value_typed` (typed.py)
-            return typed.spark_schema(kafka_arrow_schema(include_headers), typed.typed_type(self.options))
-        return KAFKA_DDL + (HEADERS_DDL if include_headers else "")
+        try:
+            if typed.requested(self.options):  # Kafka's columns, then `value_typed` (typed.py)
+                return typed.spark_schema(kafka_arrow_schema(include_headers), typed.typed_type(self.options))
+            return KAFKA_DDL + (HEADERS_DDL if include_headers else "")
+        finally:
+            spare_zip_rereads()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LakelogBatchReader(SourceOptions.parse(self.options, streaming=False), typed.declared_type(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LakelogStreamReader(SourceOptions.parse(self.options, streaming=True), typed.declared_type(schema))
+        try:
+            return LakelogStreamReader(SourceOptions.parse(self.options, streaming=True), typed.declared_type(schema))
+        finally:
+            spare_zip_rereads()
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from lakelog.spark_jobs.sink import LakelogBatchWriter
@@ -92,6 +103,7 @@ class LakelogBatchReader(DataSourceReader):
                                  self.options.max_records_per_partition)
         finally:
             reader.close()
+            spare_zip_rereads()
         return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
