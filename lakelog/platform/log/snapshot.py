@@ -51,7 +51,9 @@ COMMIT_SLICES = "lakelog.slices"  # commitInfo: the slices of the shared files a
 # CLEANUP_DELAY_S (checkpoints.py), far beyond that age. (A stale writer once recreated versions cleaned
 # under it, and the records it acknowledged there were invisible to every reader: the rolling-restart test
 # found it.)
-SNAPSHOT_MAX_AGE_S = 2.0
+# 10 s: a topic committed every few seconds (30 busy topics at the journal's commit rate) commits without a
+# read of the log first; the cleanup's 30 s stays far beyond it.
+SNAPSHOT_MAX_AGE_S = 10.0
 # A refused partition's snapshot is at most this old when it is asked for: a repair is seen that soon.
 REFUSED_REFRESH_S = 1.0
 
