@@ -114,7 +114,7 @@ def encode_records(node: str, run: str, slot: int, topics: Mapping[str, pa.Table
         found.extend(given if given is not None else entries_of(topic, table))
         parts.append(table.add_column(0, OBJECT_SCHEMA.field("topic"),
                                       pa.array([topic] * table.num_rows, pa.string())))
-    records = pa.concat_tables(parts) if parts else OBJECT_SCHEMA.empty_table()
+    records = (parts[0] if len(parts) == 1 else pa.concat_tables(parts)) if parts else OBJECT_SCHEMA.empty_table()
     return _encode(RECORDS, node, run, slot, found, records)
 
 
