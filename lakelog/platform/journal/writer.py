@@ -235,7 +235,7 @@ class JournalWriter:
             results.append(ProduceResult(partitions[start:end], in_given_order[start:end], timestamps[start:end]))
             start = end
         # assign_offsets gave each run dense offsets from its base (entries_of would find the same, slower)
-        entries = [Entry(opened.meta.name, p, bases[p], hi - lo) for p, lo, hi in runs]
+        entries = [Entry(opened.meta.name, p, int(bases[p]), hi - lo) for p, lo, hi in runs]
         items = [Acknowledged(("", 0), entry, records.slice(lo, hi - lo)) for entry, (_, lo, hi) in zip(entries, runs)]
         return _Prepared(opened, accepted, results, items, records, entries)
 
