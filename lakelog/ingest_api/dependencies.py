@@ -126,15 +126,45 @@ async def read_body(request: Request, services: Services) -> bytes:
     return await collect_body(request.stream(), request.headers.get("content-length"), services)
 
 
-async def collect_body(stream: AsyncIterator[bytes], declared: str | None, services: Services) -> bytes:
-    """`read_body` of any stream of body chunks, `declared` its Content-Length header."""
+def reserve_declared(declared: str | None, services: Services) -> int:
+    """A body's declared Content-Length, refused over `max_request_bytes` (413) and reserved from the
+    in-flight budget (429) before a byte of it is read: what `read_body` reserved up front."""
     limit = services.settings.max_request_bytes
     expected = int(declared) if declared is not None and declared.isdigit() else 0
     if expected > limit:
         raise BodyTooLarge(f"the request body is {declared} bytes, over the limit (max_request_bytes) of "
                            f"{limit} bytes")
     services.reserve(expected)
-    reserved, size, chunks = expected, 0, []
+    return expected
+
+
+def whole_body(body: bytes, reserved: int, services: Services) -> bytes:
+    """A body read in one piece, `reserved` bytes of it reserved (`reserve_declared`): checked, its
+    reservation made its size (all of it released when refused)."""
+    size = len(body)
+    try:
+        if size > services.settings.max_request_bytes:
+            raise BodyTooLarge("the request body is over the limit (max_request_bytes) of "
+                               f"{services.settings.max_request_bytes} bytes")
+        if size > reserved:
+            services.reserve(size - reserved)
+            reserved = size
+    except BaseException:
+        services.release(reserved)
+        raise
+    services.release(reserved - size)
+    return body
+
+
+async def collect_body(stream: AsyncIterator[bytes], declared: str | None, services: Services) -> bytes:
+    """`read_body` of any stream of body chunks, `declared` its Content-Length header."""
+    return await collect_reserved(stream, reserve_declared(declared, services), services)
+
+
+async def collect_reserved(stream: AsyncIterator[bytes], reserved: int, services: Services) -> bytes:
+    """The chunks of a body, `reserved` bytes of it reserved (`reserve_declared`), reserved as they pass it."""
+    limit = services.settings.max_request_bytes
+    size, chunks = 0, []
     try:
         async for chunk in stream:
             size += len(chunk)

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from lakelog.ingest_api import errors
-from lakelog.ingest_api.dependencies import collect_body, services_in
+from lakelog.ingest_api.dependencies import Services, collect_reserved, reserve_declared, services_in, whole_body
 from lakelog.ingest_api.routes import records
 
 PREFIX, SUFFIX = "/v1/topics/", "/records"
@@ -51,10 +51,26 @@ def read_headers(scope: Scope) -> dict[str, str]:
     return found
 
 
-async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
-    """The body's chunks as they arrive (as Starlette's `Request.stream`)."""
-    while True:
+async def read_body(receive: Receive, declared: str | None, services: Services) -> bytes:
+    """The body, as `dependencies.read_body` reads it (its declared length reserved before a byte is read);
+    one that came in one message (a small one, commonly) is taken without a stream of chunks."""
+    reserved = reserve_declared(declared, services)
+    try:
         message = await receive()
+    except BaseException:
+        services.release(reserved)
+        raise
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        return whole_body(message.get("body", b""), reserved, services)
+    return await collect_reserved(body_chunks(receive, message), reserved, services)
+
+
+async def body_chunks(receive: Receive, message: Message | None = None) -> AsyncIterator[bytes]:
+    """The body's chunks as they arrive, from `message` (received already) on (as Starlette's
+    `Request.stream`)."""
+    while True:
+        if message is None:
+            message = await receive()
         if message["type"] == "http.request":
             chunk = message.get("body", b"")
             if chunk:
@@ -63,6 +79,7 @@ async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
                 return
         elif message["type"] == "http.disconnect":
             raise ClientDisconnect()
+        message = None
 
 
 async def send_json(send: Send, status: int, body: bytes) -> None:
@@ -85,7 +102,7 @@ class ProduceFastPath:
             query = QueryParams(raw_query) if raw_query else NO_QUERY
             payload = await records.produce_call(
                 services, topic, query, headers,
-                lambda: collect_body(body_chunks(receive), headers.get("content-length"), services))
+                lambda: read_body(receive, headers.get("content-length"), services))
         except Exception as exc:
             response, code = errors.response_for(exc)
             self.on_error(code)
