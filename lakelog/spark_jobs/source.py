@@ -93,16 +93,14 @@ class LakelogBatchReader(DataSourceReader):
         self.value_typed = value_typed  # the `value_typed` column's declared type; None: Kafka's columns only
 
     def partitions(self) -> list[InputPartition]:
-        reader = self.options.connection.reader()
         try:
-            tps = self.options.subscription.resolve(reader)
+            reader, tps = self.options.connection.planning_reader(self.options.subscription.resolve)
             starts = self.options.starting.resolve(reader, tps, "earliest")
             ends = self.options.ending.resolve(reader, tps, "latest")
             check_start_not_after_end(starts, ends, self.options.starting.option, self.options.ending.option)
             ranges = plan_ranges(reader, starts, ends, self.options.fail_on_data_loss, self.options.min_partitions,
                                  self.options.max_records_per_partition)
         finally:
-            reader.close()
             spare_zip_rereads()
         return [RangePartition(r) for r in ranges] or [RangePartition(_EMPTY)]
 
