@@ -47,6 +47,10 @@ class CoreSettings(BaseModel):
     journal_table_commit_rate: float = Field(15.0, ge=0, description="Table commits a second this node starts "
                                              "for topics due by table.commit.interval.ms (0: no limit); bounds "
                                              "object requests however many topics (journal/pacing.py)")
+    journal_put_rate: float = Field(14.0, ge=0, description="Journal puts a second this node makes at most on "
+                                    "object storage (a token bucket: an idle node puts at once, a busy one gathers "
+                                    "calls while it refills; a flush of batch.bytes goes at once; 0: no limit). A "
+                                    "local folder's puts are not paced (journal/pacing.py)")
     journal_node: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="This node's journal "
                                      "folder (_journal/gens/<node>); processes sharing a root need distinct "
                                      "ones (default: `lakelog serve`'s node id; an embedded broker's `node`)")

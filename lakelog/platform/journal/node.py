@@ -54,7 +54,8 @@ class NodeJournal:
         self.node = settings.journal_node or EMBEDDED_NODE
         probe_create_only(storage)
         self.replayed: Replayed = replay_own(storage, self.node, open_topic)
-        self.writer = JournalWriter(storage, self.node, settings.linger_ms, settings.batch_bytes, committed)
+        self.writer = JournalWriter(storage, self.node, settings.linger_ms, settings.batch_bytes, committed,
+                                    settings.journal_put_rate)
         self.writer.settled = self.replayed.settled
         self.committer = TableCommitter(self.writer, rate=settings.journal_table_commit_rate)
 

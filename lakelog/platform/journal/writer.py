@@ -40,6 +40,7 @@ from lakelog.platform.journal.objects import (
     generation_path,
     slot_name,
 )
+from lakelog.platform.journal.pacing import CommitPacer
 from lakelog.platform.journal.planner import deletable_slots
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.commit import assign_offsets, partition_runs
@@ -83,7 +84,9 @@ class _Prepared:
 
 class JournalWriter:
     def __init__(self, storage: Storage, node: str, linger_ms: int, batch_bytes: int,
-                 committed: threading.Condition) -> None:
+                 committed: threading.Condition, put_rate: float = 0) -> None:
+        """`put_rate`: journal puts a second at most on object storage (pacing.py; a local folder's are not
+        paced)."""
         self.storage = storage
         self.node = node
         self.committed = committed
@@ -94,8 +97,9 @@ class JournalWriter:
         self._topics: dict[str, OpenTopic] = {}  # topics with acknowledged entries, for the committer
         self.settled: frozenset[str] = frozenset()  # the node's generations its start settled (recovery.py)
         self._open_generation()
+        pacer = CommitPacer(put_rate) if put_rate > 0 and not storage.is_local else None
         self._flushes = GroupCommit(f"journal-{node}", self._flush, linger_ms, batch_bytes,
-                                    lambda call: call.pending.nbytes)
+                                    lambda call: call.pending.nbytes, pacer)
 
     def _open_generation(self) -> None:
         self.run = uuid.uuid4().hex[:16]

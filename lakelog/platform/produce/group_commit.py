@@ -1,9 +1,10 @@
 """Group commit: calls queued by many threads, handled in batches by one thread.
 
-A batch waits `linger` after its first call (or until `batch_bytes` are queued), then takes everything
-queued. While one batch is being handled the next one fills, so batches grow with load and at most
-one commit is in flight. A batch that raises fails its calls, never the thread. The topic writer
-(produce) and the offsets store (consumer-group commits) both commit this way.
+A batch waits `linger` after its first call (or until `batch_bytes` are queued), and for a `pacer`'s
+budget if it has one, then takes everything queued. While one batch is being handled the next one
+fills, so batches grow with load and at most one commit is in flight. A batch that raises fails its
+calls, never the thread. The node journal (produce), the offsets store (consumer-group commits) and
+others commit this way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ class Call(Protocol):
 
 
 C = TypeVar("C", bound=Call)
+
+
+class Pacer(Protocol):
+    """A budget of batches a second (journal/pacing.py's token bucket)."""
+
+    def delay(self, now: float) -> float: ...
+
+    def spent(self, commits: int) -> None: ...
 
 
 def fail(future: Future, error: BaseException) -> bool:
@@ -55,8 +64,11 @@ def copy_outcome(done: Future, into: Future) -> None:
 
 class GroupCommit(Generic[C]):
     def __init__(self, name: str, handle: Callable[[list[C]], None], linger_ms: float,
-                 batch_bytes: int | None = None, size: Callable[[C], int] = lambda call: 0) -> None:
+                 batch_bytes: int | None = None, size: Callable[[C], int] = lambda call: 0,
+                 pacer: Pacer | None = None) -> None:
+        """`pacer`: batches that did not reach `batch_bytes` also wait for its budget (calls gather meanwhile)."""
         self._handle = handle
+        self._pacer = pacer
         self._linger_s = linger_ms / 1000
         self._batch_bytes = batch_bytes
         self._size = size
@@ -113,6 +125,10 @@ class GroupCommit(Generic[C]):
                     self._in_flight = []
                     self._cond.notify_all()
 
+    def _full(self) -> bool:
+        """Go now: closing, or `batch_bytes` queued."""
+        return self._closed or (self._batch_bytes is not None and self._queued_bytes >= self._batch_bytes)
+
     def _take(self) -> list[C] | None:
         with self._cond:
             while not self._queued:
@@ -120,11 +136,14 @@ class GroupCommit(Generic[C]):
                     return None
                 self._cond.wait()
             flush_at = time.monotonic() + self._linger_s
-            while not self._closed and (self._batch_bytes is None or self._queued_bytes < self._batch_bytes):
-                remaining = flush_at - time.monotonic()
+            while not self._full():
+                now = time.monotonic()
+                remaining = max(flush_at - now, self._pacer.delay(now) if self._pacer is not None else 0.0)
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
+            if self._pacer is not None and not self._full():
+                self._pacer.spent(1)
             batch = list(self._queued)
             self._in_flight = batch
             self._queued.clear()

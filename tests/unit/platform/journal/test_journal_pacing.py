@@ -51,3 +51,13 @@ def test_topics_due_by_bytes_always_start_and_the_longest_waiting_take_the_allow
     assert commits_to_start(due, 2) == ["big", "b", "a"]
     assert commits_to_start(due, 0) == ["big"]
     assert sorted(commits_to_start(due, 10)) == ["a", "b", "big", "c"]
+
+
+def test_delay_is_zero_with_a_token_and_the_refill_time_without() -> None:
+    pacer = CommitPacer(10)
+    assert pacer.delay(0.0) == 0.0  # an idle node puts at once
+    pacer.spent(10)
+    assert abs(pacer.delay(0.0) - 0.1) < 1e-9  # one put's worth refills in 1/rate
+    assert abs(pacer.delay(0.05) - 0.05) < 1e-9
+    assert pacer.delay(0.1) == 0.0
+    assert CommitPacer(0).delay(0.0) == 0.0  # no limit
