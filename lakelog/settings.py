@@ -44,10 +44,10 @@ class CoreSettings(BaseModel):
     replica_lag_time_max_ms: int = Field(30_000, ge=1, description="replica.lag.time.max.ms")
     replication_interval_ms: int = Field(1_000, ge=0, description="Follower catch-up interval (0 = off)")
     # The node journal (docs/architecture.md, "The node journal"): every produce is acknowledged on it.
-    journal_table_commit_rate: float = Field(15.0, ge=0, description="Table commits a second this node starts "
+    journal_table_commit_rate: float = Field(5.5, ge=0, description="Table commits a second this node starts "
                                              "for topics due by table.commit.interval.ms (0: no limit); bounds "
                                              "object requests however many topics (journal/pacing.py)")
-    journal_put_rate: float = Field(14.0, ge=0, description="Journal puts a second this node makes at most on "
+    journal_put_rate: float = Field(13.0, ge=0, description="Journal puts a second this node makes at most on "
                                     "object storage (a token bucket: an idle node puts at once, a busy one gathers "
                                     "calls while it refills; a flush of batch.bytes goes at once; 0: no limit). A "
                                     "local folder's puts are not paced (journal/pacing.py)")
