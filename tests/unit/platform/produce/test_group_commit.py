@@ -4,6 +4,7 @@ batch of `batch_bytes` goes at once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -33,14 +34,18 @@ class CountingPacer:
         self.spent_calls += commits
 
 
-def test_batches_past_the_budget_wait_and_gather_the_calls_meanwhile() -> None:
-    batches: list[list[Call]] = []
-
+def _numbering(batches: list[list[Call]]) -> Callable[[list[Call]], None]:
+    """A batch handler that answers each call with its batch's number."""
     def handle(batch: list[Call]) -> None:
         batches.append(batch)
         for call in batch:
             call.future.set_result(len(batches))
+    return handle
 
+
+def test_batches_past_the_budget_wait_and_gather_the_calls_meanwhile() -> None:
+    batches: list[list[Call]] = []
+    handle = _numbering(batches)
     pacer = CountingPacer(budget=1)
     group = GroupCommit("paced", handle, 0, pacer=pacer)
     try:
@@ -60,12 +65,7 @@ def test_batches_past_the_budget_wait_and_gather_the_calls_meanwhile() -> None:
 
 def test_a_batch_of_batch_bytes_goes_without_the_budget() -> None:
     batches: list[list[Call]] = []
-
-    def handle(batch: list[Call]) -> None:
-        batches.append(batch)
-        for call in batch:
-            call.future.set_result(len(batches))
-
+    handle = _numbering(batches)
     pacer = CountingPacer(budget=0)  # never released
     group = GroupCommit("paced", handle, 0, batch_bytes=3, size=lambda call: call.size, pacer=pacer)
     try:
