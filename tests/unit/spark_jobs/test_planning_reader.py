@@ -24,14 +24,19 @@ def _plan(root: str, **options: str) -> list:
     return [range_of(p) for p in reader.partitions() if range_of(p).size > 0]
 
 
+def _ten_records_planned(root: str, connection: Connection, broker: Broker) -> object:
+    """Topic t (2 partitions) with 10 records, planned once; the connection's kept reader."""
+    broker.create_topic("t", 2)
+    _produce(broker, "t", 10, 2)
+    assert sum(r.size for r in _plan(root)) == 10
+    return connection.planning_reader(lambda reader: [("t", 0)])[0]
+
+
 def test_a_kept_reader_plans_what_was_committed_since(tmp_path):
     root = str(tmp_path / "root")
     connection = Connection(root)
     with Broker(root=root, linger_ms=0) as broker:
-        broker.create_topic("t", 2)
-        _produce(broker, "t", 10, 2)
-        assert sum(r.size for r in _plan(root)) == 10
-        first = connection.planning_reader(lambda reader: [("t", 0)])[0]
+        first = _ten_records_planned(root, connection, broker)
 
         _produce(broker, "t", 6, 2)
         # Offsets given as JSON resolve nothing (no listing of offsets): the files of the records committed
@@ -48,10 +53,7 @@ def test_a_topic_created_again_is_planned_from_its_new_table(tmp_path):
     root = str(tmp_path / "root")
     connection = Connection(root)
     with Broker(root=root, linger_ms=0) as broker:
-        broker.create_topic("t", 2)
-        _produce(broker, "t", 10, 2)
-        assert sum(r.size for r in _plan(root)) == 10
-        first = connection.planning_reader(lambda reader: [("t", 0)])[0]
+        first = _ten_records_planned(root, connection, broker)
 
         broker.delete_topic("t")
         broker.create_topic("t", 1)
