@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 import pytest
 
 from lakelog.platform import Broker, Record
+from lakelog.platform.journal import topic_state
 from lakelog.platform.log import TopicLog
 from lakelog.platform.replication.errors import ElectionNotAllowed
 from log_check import assert_topic_intact
@@ -106,11 +107,32 @@ def test_an_election_carries_the_journals_waiting_entries_to_the_new_leader(tmp_
     assert len(left) == 1  # the generation's tombstone: every journal object was committed, then deleted
 
 
-def test_an_election_the_waiting_entries_do_not_fit_is_refused_and_changes_nothing(tmp_path,
+def test_an_election_carries_the_leaders_uncopied_commit_below_the_waiting_entries(tmp_path,
                                                                                    make_replicated) -> None:
     """a committed a record b has not copied; then acks=1 records wait in the journal and a stops answering.
-    b's table ends before them: electing b would leave a gap below acknowledged offsets. Refused, with the
-    leader, the epoch and the entries as they were; once a answers, the election goes on."""
+    The commit is still in a's memory: carried to b with the entries after it, nothing is lost and nothing
+    left below acknowledged offsets (as when the leader site dies between a commit and its copy)."""
+    sites = sites_of(tmp_path, "a", "b")
+    broker = journaled(make_replicated, sites)
+    broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
+    broker.produce("t", [Record(b"v0")], acks=1)
+    broker.flush()  # in a's table only (no replication round)
+    broker.produce_async("t", [Record(b"w1")], acks=1).result()  # waits in the journal
+    with unreachable(sites["a"]):
+        election = broker.elect_leader("t", site="b")
+    assert (election.state.leader, election.state.leader_epoch) == ("b", 1)
+    assert broker.produce("t", [Record(b"w2")], acks=1).offsets.tolist() == [2]
+    broker.flush()
+    assert values(broker, "t") == [b"v0", b"w1", b"w2"]
+    assert assert_topic_intact(sites["b"], "t") == {0: [0, 1, 2]}
+
+
+def test_an_election_the_waiting_entries_do_not_fit_is_refused_and_changes_nothing(tmp_path, make_replicated,
+                                                                                   monkeypatch) -> None:
+    """As above, but a's uncopied commit is no longer held in memory: b's table ends before the waiting
+    entries, and electing b would leave a gap below acknowledged offsets. Refused, with the leader, the epoch
+    and the entries as they were; once a answers, the election goes on."""
+    monkeypatch.setattr(topic_state, "UNREPLICATED_MAX_BYTES", -1)  # nothing held
     sites = sites_of(tmp_path, "a", "b")
     broker = journaled(make_replicated, sites)
     broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])

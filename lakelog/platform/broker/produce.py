@@ -219,6 +219,7 @@ class Producing:
                 result = committed.result()  # the records go to the leader's table now, then to the copies
                 version = self._journal.replicated_version(opened, result)
                 replicas.replicate(opened.meta.name, version, opened.meta.config.min_insync_replicas, epoch)
+                self._journal.replicated(opened, version)
                 answered.set_result(result)
             except BaseException as exc:
                 answered.set_exception(exc)

@@ -91,6 +91,8 @@ class TableCommitter:
                 opened.log.refresh()
                 done = commit_entries(opened, items)
             self.commits += 1
+            if opened.replica_state is not None:
+                state.committed_unreplicated(done, opened.log.version)
             state.drop(done)
             self.journal.committed_entries(done)
 

@@ -91,7 +91,8 @@ class NodeJournal:
 
     def elect(self, opened: OpenTopic, elect: Callable[[list[Acknowledged]], T], reopen: Callable[[], None]) -> T:
         """A replica election of the topic. Its acknowledged entries are committed to the current leader's
-        table where that site answers; `elect` is given those still waiting and elects only where they fit
+        table where that site answers; `elect` is given those still waiting (after the leader's commits the
+        copies may lack and memory still holds, `JournalTopic.unreplicated`) and elects only where they fit
         the new leader's table (at their offsets, none missing before), raising otherwise (nothing changes).
         Elected: they are carried to the topic's next opening (`attach`, after `reopen`) and committed to the
         new leader's table there; calls still bound to this opening are refused (sent again by the broker).
@@ -104,6 +105,8 @@ class NodeJournal:
                 log.warning("journal entries of %s not committed to its leader before the election: %s",
                             opened.meta.name, exc)
             waiting = state.pending()
+            if waiting:  # the leader's commits the copies may lack go first: the entries then fit after them
+                waiting = state.unreplicated() + waiting
             elected = elect(waiting)
             state.retired = JournalFenced(f"{opened.meta.name!r} moved to another leader site (a replica "
                                           "election) while the call waited: not acknowledged")
@@ -141,6 +144,11 @@ class NodeJournal:
                 raise StorageUnavailable(f"records of {opened.meta.name!r} acknowledged in the journal are not in "
                                          "its leader's table yet; retry")
         return opened.log.version
+
+    @staticmethod
+    def replicated(opened: OpenTopic, version: int) -> None:
+        """The in-sync sites hold the topic's leader table up to `version`."""
+        opened.journal.replicated(version)
 
     def commit_topic(self, opened: OpenTopic) -> None:
         """The topic's acknowledged entries committed to its table now (a synchronous produce's wait)."""

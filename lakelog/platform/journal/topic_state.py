@@ -21,6 +21,10 @@ from lakelog.platform.journal.objects import Entry
 from lakelog.platform.journal.pacing import Due
 from lakelog.platform.log.tail_cache import Chunk, contiguous
 
+# The generation of an entry whose journal object is not tracked (committed already): nothing to delete.
+NO_OBJECT = ("", 0)
+UNREPLICATED_MAX_BYTES = 8 << 20  # per topic: an election needs the last few commits before its copies
+
 
 @dataclass(frozen=True)
 class Acknowledged:
@@ -41,6 +45,10 @@ class JournalTopic:
         self._next: dict[int, int] = {}  # the next offset to assign, per partition used since opened
         self._pending: list[Acknowledged] = []
         self.pending_bytes = 0
+        # A replicated topic's entries in its leader's table that the in-sync copies may lack, with the
+        # table version that holds them: a replica election carries them to a follower that lacks them,
+        # so the entries after them fit there (`NodeJournal.elect`).
+        self._unreplicated: list[tuple[int, Acknowledged]] = []  # (table version, entry)
         self.oldest_at: float | None = None  # monotonic time of the oldest pending entry's acknowledgement
         # The writer's generation (run) that claimed the topic's latest epoch, as this writer last knew:
         # another may have taken it since (met at the next put, or checked on the store: JournalWriter.hold).
@@ -92,6 +100,25 @@ class JournalTopic:
             self._pending = [item for item in self._pending if id(item) not in gone]
             self.pending_bytes = sum(item.records.nbytes for item in self._pending)
             self.oldest_at = time.monotonic() if self._pending else None  # what stays waits a new interval
+
+    def committed_unreplicated(self, items: list[Acknowledged], version: int) -> None:
+        """Entries now in the leader's table at `version`, not yet copied to the in-sync sites. Kept without
+        their journal object (committed, it may go), the latest `UNREPLICATED_MAX_BYTES` of them (acks=1
+        traffic is copied by the replication job, unseen here): an election carries only their records."""
+        with self.lock:
+            self._unreplicated.extend((version, Acknowledged(NO_OBJECT, i.entry, i.records)) for i in items)
+            size = sum(item.records.nbytes for _, item in self._unreplicated)
+            while size > UNREPLICATED_MAX_BYTES:
+                size -= self._unreplicated.pop(0)[1].records.nbytes
+
+    def replicated(self, version: int) -> None:
+        """The in-sync sites hold the leader's table up to `version`."""
+        with self.lock:
+            self._unreplicated = [held for held in self._unreplicated if held[0] > version]
+
+    def unreplicated(self) -> list[Acknowledged]:
+        with self.lock:
+            return [item for _, item in self._unreplicated]
 
     def due(self, now: float, interval_ms: int, commit_bytes: int) -> Due | None:
         """The topic's table commit is due (its oldest entry waited the interval, or the bytes wait)."""
