@@ -53,12 +53,18 @@ class View:
     local: Node
     nodes: tuple[Node, ...]  # sorted by node id, the local node included
     _by_id: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+    _owners: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)  # key -> owner, memo
 
     def __post_init__(self) -> None:
         self._by_id.update({node.node_id: node for node in self.nodes})
 
     def owner(self, key: str) -> Node:
-        return self._by_id[owner(key, [node.node_id for node in self.nodes])]
+        if len(self.nodes) == 1:  # a node alone owns everything (asked on every produce call)
+            return self.nodes[0]
+        found = self._owners.get(key)
+        if found is None:
+            found = self._owners[key] = self._by_id[owner(key, [node.node_id for node in self.nodes])]
+        return found
 
     def is_local(self, node: Node) -> bool:
         return node.node_id == self.local.node_id
