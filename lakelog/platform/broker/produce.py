@@ -127,7 +127,7 @@ class Producing:
 
     def _route(self, opened: OpenTopic, pending: PendingProduce) -> Future:
         """To the topic's leader node, or here. A journal flush of the call that met a fence is routed again
-        (`_again_if_fenced`) until its deadline."""
+        (`_submit_here`) until its deadline."""
         leader = self._seat.remote_leader(opened.meta.name)
         if leader is not None:
             return self._forwarder(opened, leader).submit(pending)
@@ -137,25 +137,41 @@ class Producing:
     def _submit_here(self, opened: OpenTopic, pending: PendingProduce,
                      fenced_again: Callable[[PendingProduce], Future] | None = None) -> Future:
         """This node acknowledges the call (it leads the topic, or the leader is out of reach): on the node
-        journal, the table committed behind it."""
-        replicas = self._replicas if pending.acks == -1 and opened.replica_state is not None else None
-        if replicas is not None:
-            replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = self._journal.submit(opened, pending)
-        if replicas is not None:
-            future = self._after_replication(opened, future, replicas)
+        journal, the table committed behind it. A journal flush of the call that met a fence (another
+        generation took the topic; nothing of the flush landed, and the writer went on in a new generation)
+        sends it through `fenced_again` until its deadline, as the client's retry would, rather than answer a
+        retriable error: two processes writing one topic take it from each other, and a node whose journal
+        was fenced while it was cut off from the store takes its topics back at its first produce after it
+        rejoins (or forwards the call to the node its view now names)."""
+        if pending.acks == -1 and opened.replica_state is not None:
+            return self._submit_replicated(opened, pending, fenced_again)
+        if fenced_again is not None:
+            pending.resend = lambda call: self._send_again(opened.meta.name, fenced_again, call)
+        return self._journal.submit(opened, pending)
+
+    def _send_again(self, topic: str, again: Callable[[PendingProduce], Future], call: PendingProduce) -> None:
+        """The call routed again on the broker's pool, off the journal's flush thread, answering its own future
+        (its records checked again by the next flush)."""
+        log.info("produce to %s met a journal fence: sent again", topic)
+
+        def send() -> None:
+            try:
+                again(replace(call, table=None, resend=None))
+            except BaseException as exc:  # routing refused it (the broker closing, say)
+                fail(call.future, exc)
+
+        self._pool.submit(send)
+
+    def _submit_replicated(self, opened: OpenTopic, pending: PendingProduce,
+                           fenced_again: Callable[[PendingProduce], Future] | None) -> Future:
+        """acks=all on a replicated topic: answered once the commit is on min.insync.replicas sites. A call
+        sent again after a fence waits for its new leader's copies, so each sending has a future of its own."""
+        replicas = self._replicas
+        assert replicas is not None
+        replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
+        future = self._after_replication(opened, self._journal.submit(opened, pending), replicas)
         if fenced_again is None:
             return future
-        return self._again_if_fenced(opened, pending, future, fenced_again)
-
-    def _again_if_fenced(self, opened: OpenTopic, pending: PendingProduce, first: Future,
-                         again: Callable[[PendingProduce], Future]) -> Future:
-        """A journal flush that met a fence (another generation took the topic; nothing of the flush landed, and
-        the writer went on in a new generation) sends its calls through `again` until their deadline, as the
-        client's retry would, rather than answer a retriable error: two processes writing one topic take it
-        from each other, and a node whose journal was fenced while it was cut off from the store takes its
-        topics back at its first produce after it rejoins (or forwards the call to the node its view now
-        names). Routed on the broker's pool, off the journal's flush thread."""
         answered: Future = Future()
 
         def settle(done: Future) -> None:
@@ -167,11 +183,11 @@ class Producing:
 
         def send_again() -> None:
             try:
-                again(replace(pending, future=Future())).add_done_callback(lambda d: copy_outcome(d, answered))
+                fenced_again(replace(pending, future=Future())).add_done_callback(lambda d: copy_outcome(d, answered))
             except BaseException as exc:  # routing refused it (the broker closing, say)
                 fail(answered, exc)
 
-        first.add_done_callback(settle)
+        future.add_done_callback(settle)
         return answered
 
     def produce_forwarded(self, topic: str, calls: Sequence[ForwardedCall]) -> list[Future]:

@@ -108,7 +108,7 @@ class JournalTopic:
         with self.lock:
             self._unreplicated.extend((version, Acknowledged(NO_OBJECT, i.entry, i.records)) for i in items)
             size = sum(item.records.nbytes for _, item in self._unreplicated)
-            while size > UNREPLICATED_MAX_BYTES:
+            while size > UNREPLICATED_MAX_BYTES and self._unreplicated:
                 size -= self._unreplicated.pop(0)[1].records.nbytes
 
     def replicated(self, version: int) -> None:

@@ -82,6 +82,15 @@ class _Prepared:
     entries: list[Entry]  # of `records`
 
 
+def refuse(pending: PendingProduce, error: BaseException) -> None:
+    """Answer the call with `error`; one that met a fence (nothing of its flush landed) goes again instead
+    (`PendingProduce.resend`), as the client's retry would, until its deadline."""
+    if isinstance(error, JournalFenced) and pending.resend is not None and not pending.deadline.passed():
+        pending.resend(pending)
+    else:
+        fail(pending.future, error)
+
+
 class JournalWriter:
     def __init__(self, storage: Storage, node: str, linger_ms: int, batch_bytes: int,
                  committed: threading.Condition, put_rate: float = 0) -> None:
@@ -143,7 +152,7 @@ class JournalWriter:
                 held.append(state)
                 if state.retired is not None:
                     for call in topic_calls:
-                        fail(call.future, state.retired)
+                        refuse(call.pending, state.retired)
                     continue
                 if not self._claim(topic_calls[0].opened, state, [c.pending for c in topic_calls]):
                     continue
@@ -257,7 +266,7 @@ class JournalWriter:
             finally:
                 for part in prepared:
                     for pending in part.accepted:
-                        fail(pending.future, error)
+                        refuse(pending, error)
             return
         self.puts += 1
         self.slot = slot + 1

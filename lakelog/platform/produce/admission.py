@@ -10,6 +10,7 @@ import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -48,13 +49,16 @@ class PendingProduce:
     acks: int = 1  # what the caller waits for (1 or -1; -1 is also replicated by the broker after the commit)
     future: Future = field(default_factory=Future)
     table: pa.Table | None = None  # the records as Arrow, set by the flush that checked them
+    # Where the call goes again when its journal flush meets a fence (set by the broker): its future then
+    # stays unanswered until the call sent again is answered.
+    resend: Callable[[PendingProduce], None] | None = None
 
     @property
     def rows(self) -> int:
         return len(self.records) if isinstance(self.records, RecordColumns) else self.records.num_rows
 
-    @property
-    def nbytes(self) -> int:
+    @cached_property
+    def nbytes(self) -> int:  # asked by the traffic count and by the flush's size (a sum over the records)
         return self.records.nbytes
 
     @property
