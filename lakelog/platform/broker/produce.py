@@ -169,7 +169,7 @@ class Producing:
         replicas = self._replicas
         assert replicas is not None
         replicas.ensure_in_sync(opened.meta.name, opened.meta.config.min_insync_replicas)
-        future = self._after_replication(opened, self._journal.submit(opened, pending), replicas)
+        future = self._after_replication(opened, pending, self._journal.submit(opened, pending), replicas)
         if fenced_again is None:
             return future
         answered: Future = Future()
@@ -224,7 +224,8 @@ class Producing:
     def _deadline(self, timeout_ms: int | None) -> Deadline:
         return Deadline.after_ms(self._settings.request_timeout_ms if timeout_ms is None else timeout_ms)
 
-    def _after_replication(self, opened: OpenTopic, committed: Future, replicas: ReplicaManager) -> Future:
+    def _after_replication(self, opened: OpenTopic, pending: PendingProduce, committed: Future,
+                           replicas: ReplicaManager) -> Future:
         """acks=all: answered once the commit is on min.insync.replicas sites."""
         answered: Future = Future()
         assert opened.replica_state is not None  # a replicated topic's
@@ -233,7 +234,7 @@ class Producing:
         def replicate() -> None:
             try:
                 result = committed.result()  # the records go to the leader's table now, then to the copies
-                version = self._journal.replicated_version(opened, result)
+                version = self._journal.replicated_version(opened, result, pending.deadline)
                 replicas.replicate(opened.meta.name, version, opened.meta.config.min_insync_replicas, epoch)
                 self._journal.replicated(opened, version)
                 answered.set_result(result)

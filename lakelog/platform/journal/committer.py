@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, OffsetsMoved
 from lakelog.platform.journal.pacing import CommitPacer, Due, commits_to_start
 from lakelog.platform.journal.table_commit import commit_entries
@@ -78,23 +79,30 @@ class TableCommitter:
             with self._lock:
                 self._busy.discard(opened.meta.name)
 
-    def commit_topic(self, opened: OpenTopic) -> None:
-        """Commit every acknowledged entry of the topic now (also the exactly-once path's first step)."""
+    def commit_topic(self, opened: OpenTopic, deadline: Deadline | None = None) -> None:
+        """Commit every acknowledged entry of the topic now (also the exactly-once path's first step); by
+        `deadline` if given (a caller waiting on it), else within a commit's own bound."""
         state = opened.journal
-        with state.commit_lock:
+        if deadline is None:
+            state.commit_lock.acquire()
+        elif not state.commit_lock.acquire(timeout=max(deadline.remaining_s(), 0.0)):
+            raise deadline.timed_out(f"the table commit of {opened.meta.name!r} in progress did not end")
+        try:
             items = state.pending()
             if not items:
                 return
             try:
-                done = commit_entries(opened, items)
+                done = commit_entries(opened, items, deadline)
             except OffsetsMoved:  # another writer (a taker's replay) committed some: plan again on the log now
                 opened.log.refresh()
-                done = commit_entries(opened, items)
+                done = commit_entries(opened, items, deadline)
             self.commits += 1
             if opened.replica_state is not None:
                 state.committed_unreplicated(done, opened.log.version)
             state.drop(done)
             self.journal.committed_entries(done)
+        finally:
+            state.commit_lock.release()
 
     def commit_all(self) -> None:
         """Commit every topic's acknowledged entries now, on this thread (a flush, a clean shutdown)."""

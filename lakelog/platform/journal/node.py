@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import numpy as np
 
+from lakelog.platform.deadline import Deadline
 from lakelog.platform.errors import LakelogError, StorageUnavailable, UnknownTopicOrPartition
 from lakelog.platform.journal.claims import epochs_path
 from lakelog.platform.journal.committer import TableCommitter
@@ -135,10 +136,11 @@ class NodeJournal:
                 f"{ends.get(bad.partition, 0)}: it lacks commits of the old leader. Elect once the old leader "
                 "site answers (the entries then go to its table first), or choose a site that holds its commits")
 
-    def replicated_version(self, opened: OpenTopic, result: ProduceResult) -> int:
-        """acks=all on a replicated topic: the call's records committed to the leader's table now; answers the
-        table version that holds them (for the copy to min.insync.replicas sites)."""
-        self.committer.commit_topic(opened)
+    def replicated_version(self, opened: OpenTopic, result: ProduceResult, deadline: Deadline) -> int:
+        """acks=all on a replicated topic: the call's records committed to the leader's table now, by the
+        call's deadline (a leader site that stopped answering times the call out then, not a commit's bound
+        later); answers the table version that holds them (for the copy to min.insync.replicas sites)."""
+        self.committer.commit_topic(opened, deadline)
         for partition in np.unique(result.partitions).tolist():
             if opened.log.log_end_offset(partition) <= int(result.offsets[result.partitions == partition].max()):
                 raise StorageUnavailable(f"records of {opened.meta.name!r} acknowledged in the journal are not in "

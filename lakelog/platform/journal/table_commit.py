@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMIT_TIMEOUT_MS = 60_000  # one attempt's bound; a commit that fails is tried again next tick
+# One attempt's bound; a commit that fails is tried again next tick. Short enough that a leader site that stopped
+# answering holds the topic's commit lock (an election, an acks=all call waiting on it) seconds, not a minute.
+COMMIT_TIMEOUT_MS = 15_000
 REPLAN_ATTEMPTS = 5
 
 
-def commit_entries(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowledged]:
+def commit_entries(opened: OpenTopic, items: list[Acknowledged],
+                   deadline: Deadline | None = None) -> list[Acknowledged]:
     """Put these acknowledged entries of one topic into its table at their offsets; answers the entries now
     there (committed or found there). Raises if the table cannot take them (left for the next try). Entries of
     a partition refused because another Delta writer changed it wait for `lakelog topics repair` (which
@@ -43,14 +46,14 @@ def commit_entries(opened: OpenTopic, items: list[Acknowledged]) -> list[Acknowl
         table = pa.concat_tables([by_entry[id(e)].records for e in plan.commit])
         partitions = table.column("partition").to_numpy()
         producer_ids = frozenset(pc.unique(table.column("producer_id").drop_null()).to_pylist())
-        _append(opened, table.drop_columns(["partition"]), partitions, producer_ids, plan.bases())
+        _append(opened, table.drop_columns(["partition"]), partitions, producer_ids, plan.bases(), deadline)
         done.extend(by_entry[id(e)] for e in plan.commit)
         opened.notify_committed()
     return done
 
 
 def _append(opened: OpenTopic, records: pa.Table, partitions: np.ndarray, producer_ids: frozenset[int],
-            bases: dict[int, int]) -> None:
+            bases: dict[int, int], deadline: Deadline | None = None) -> None:
     """The log's append at fixed offsets. Its producer check (another writer committed batches of these
     producers since this node looked: the fenced holder's committer, a taker's replay) guards a retry
     against being committed twice at new offsets; these entries' offsets are fixed and `expect_bases`
@@ -58,8 +61,8 @@ def _append(opened: OpenTopic, records: pa.Table, partitions: np.ndarray, produc
     those producers (read from the table again, as a topic writer's flush does)."""
     for attempt in range(REPLAN_ATTEMPTS):
         try:
-            opened.log.append(records, partitions, Deadline.after_ms(COMMIT_TIMEOUT_MS), producer_ids=producer_ids,
-                              expect_bases=bases)
+            opened.log.append(records, partitions, deadline or Deadline.after_ms(COMMIT_TIMEOUT_MS),
+                              producer_ids=producer_ids, expect_bases=bases)
             return
         except ProducerStateChanged:
             if attempt == REPLAN_ATTEMPTS - 1:
