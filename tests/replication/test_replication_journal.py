@@ -107,17 +107,23 @@ def test_an_election_carries_the_journals_waiting_entries_to_the_new_leader(tmp_
     assert len(left) == 1  # the generation's tombstone: every journal object was committed, then deleted
 
 
+def uncopied_commit_then_waiting(make_replicated: Callable[..., Broker], sites: dict[str, str]) -> Broker:
+    """Topic t led by a: v0 committed to a's table only (no replication round), then w1 waiting in the journal."""
+    broker = journaled(make_replicated, sites)
+    broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
+    broker.produce("t", [Record(b"v0")], acks=1)
+    broker.flush()
+    broker.produce_async("t", [Record(b"w1")], acks=1).result()
+    return broker
+
+
 def test_an_election_carries_the_leaders_uncopied_commit_below_the_waiting_entries(tmp_path,
                                                                                    make_replicated) -> None:
     """a committed a record b has not copied; then acks=1 records wait in the journal and a stops answering.
     The commit is still in a's memory: carried to b with the entries after it, nothing is lost and nothing
     left below acknowledged offsets (as when the leader site dies between a commit and its copy)."""
     sites = sites_of(tmp_path, "a", "b")
-    broker = journaled(make_replicated, sites)
-    broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
-    broker.produce("t", [Record(b"v0")], acks=1)
-    broker.flush()  # in a's table only (no replication round)
-    broker.produce_async("t", [Record(b"w1")], acks=1).result()  # waits in the journal
+    broker = uncopied_commit_then_waiting(make_replicated, sites)
     with unreachable(sites["a"]):
         election = broker.elect_leader("t", site="b")
     assert (election.state.leader, election.state.leader_epoch) == ("b", 1)
@@ -134,11 +140,7 @@ def test_an_election_the_waiting_entries_do_not_fit_is_refused_and_changes_nothi
     and the entries as they were; once a answers, the election goes on."""
     monkeypatch.setattr(topic_state, "UNREPLICATED_MAX_BYTES", -1)  # nothing held
     sites = sites_of(tmp_path, "a", "b")
-    broker = journaled(make_replicated, sites)
-    broker.create_topic("t", 1, {"replication.factor": 2, "min.insync.replicas": 1, **WAITS}, replicas=["a", "b"])
-    broker.produce("t", [Record(b"v0")], acks=1)
-    broker.flush()  # in a's table only (no replication round)
-    broker.produce_async("t", [Record(b"w1")], acks=1).result()  # waits in the journal
+    broker = uncopied_commit_then_waiting(make_replicated, sites)
     with unreachable(sites["a"]):
         with pytest.raises(ElectionNotAllowed, match="ends at 0"):
             broker.elect_leader("t", site="b")
