@@ -60,9 +60,9 @@ def _append(opened: OpenTopic, records: pa.Table, partitions: np.ndarray, produc
     keeps them from landing twice, so the commit goes on once the producer state here has forgotten
     those producers (read from the table again, as a topic writer's flush does)."""
     for attempt in range(REPLAN_ATTEMPTS):
+        bound = deadline if deadline is not None else Deadline.after_ms(COMMIT_TIMEOUT_MS)  # per attempt
         try:
-            opened.log.append(records, partitions, deadline or Deadline.after_ms(COMMIT_TIMEOUT_MS),
-                              producer_ids=producer_ids, expect_bases=bases)
+            opened.log.append(records, partitions, bound, producer_ids=producer_ids, expect_bases=bases)
             return
         except ProducerStateChanged:
             if attempt == REPLAN_ATTEMPTS - 1:
