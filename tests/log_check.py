@@ -24,10 +24,18 @@ PARTITION_APP_PREFIX = "lakelog.partition."  # the log's SetTransaction app ids,
 OPEN_APP_PREFIX = "lakelog.open."  # the first offset + 1 of a partition's oldest open transaction (0: none)
 
 
+def _open(root: str, topic: str, storage: Mapping[str, str] | None) -> tuple[Storage, DeltaTable]:
+    store = Storage.open(root, storage)
+    return store, DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
+
+
 def topic_offsets(root: str, topic: str, storage: Mapping[str, str] | None = None) -> dict[int, list[int]]:
     """Every offset stored per partition, duplicates included, sorted."""
-    store = Storage.open(root, storage)
-    table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
+    store, table = _open(root, topic, storage)
+    return _stored_offsets(store, topic, table)
+
+
+def _stored_offsets(store: Storage, topic: str, table: DeltaTable) -> dict[int, list[int]]:
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     found: dict[int, list[int]] = {}
     # Layout 1: the partition is the file's partition value; layout 2: a column of the file.
@@ -46,8 +54,10 @@ def aborted_ranges(root: str, topic: str, storage: Mapping[str, str] | None = No
     """The offsets the table declares empty, per partition: files of no records whose offset statistics
     cover a range (an aborted transaction's placeholder, a transaction's marker, or compaction's when it
     dropped a whole range)."""
-    store = Storage.open(root, storage)
-    table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
+    return _declared_empty(_open(root, topic, storage)[1])
+
+
+def _declared_empty(table: DeltaTable) -> dict[int, set[int]]:
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
     partitions = actions.get("partition.partition") or actions.get("min.partition") or [None] * len(actions["path"])
     declared: dict[int, set[int]] = {}
@@ -62,11 +72,13 @@ def assert_topic_intact(root: str, topic: str, storage: Mapping[str, str] | None
                         allow_gaps: bool = False) -> dict[int, list[int]]:
     """No duplicate (partition, offset); offsets dense (unless compaction may have made gaps) up to the
     log end offset, except where an empty file declares a range empty (an aborted transaction's offsets,
-    which are never reused: `aborted_ranges`). Returns the offsets per partition."""
-    store = Storage.open(root, storage)
-    table = DeltaTable(store.uri("topics", topic), storage_options=store.delta_options())
-    offsets = topic_offsets(root, topic, storage)
-    declared = aborted_ranges(root, topic, storage)
+    which are never reused: `aborted_ranges`). Returns the offsets per partition.
+
+    Everything is read from one snapshot: the table may still be committed behind the journal while this
+    runs, and a log end offset from one version beside files from a later one would be a false alarm."""
+    store, table = _open(root, topic, storage)
+    offsets = _stored_offsets(store, topic, table)
+    declared = _declared_empty(table)
     problems = []
     for partition in sorted(set(offsets) | set(declared)):
         stored = offsets.get(partition, [])
