@@ -238,9 +238,13 @@ def columns_to_table(calls: Sequence[RecordColumns]) -> pa.Table:
     try:
         headers = pa.array([h for call in calls for h in (call.headers or [None] * len(call))], HEADERS_TYPE) \
             if any(call.headers for call in calls) else pa.nulls(n, HEADERS_TYPE)
-        timestamps = pa.array(
-            [call.received_ms if t is None else t for call in calls
-             for t in (call.timestamps or [call.received_ms] * len(call))], pa.int64())
+        if any(call.timestamps for call in calls):
+            timestamps = pa.array(
+                [call.received_ms if t is None else t for call in calls
+                 for t in (call.timestamps or [call.received_ms] * len(call))], pa.int64())
+        else:  # the common case: each call's receipt time, repeated in bulk
+            timestamps = _int64_array(np.repeat(np.array([call.received_ms for call in calls], dtype=np.int64),
+                                                [len(call) for call in calls]))
         return _file_table(pa.array(keys, pa.binary()), pa.array(values, pa.binary()), headers, timestamps)
     except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         raise InvalidRecord(f"bad record field: {exc}") from None
@@ -315,22 +319,30 @@ def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.T
 
 
 def _file_table(keys: pa.Array, values: pa.Array, headers: pa.Array, timestamps: pa.Array) -> pa.Table:
+    # Built from numpy buffers and zero-copy views: a flush of small calls builds this table each time, and
+    # Arrow's casts and kernels cost microseconds each at any size.
     n = len(values)
-    if timestamps.null_count == n:  # the common case: the broker's clock for all
-        timestamps = pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))
+    if timestamps.null_count == n:  # no timestamps given: the broker's clock for all
+        timestamps = _int64_array(np.full(n, int(time.time() * 1000), dtype=np.int64))
     elif timestamps.null_count:
         timestamps = pc.fill_null(timestamps, int(time.time() * 1000))
-    zeros64 = pa.array(np.zeros(n, dtype=np.int64))
+    if timestamps.type != pa.int64():
+        timestamps = timestamps.cast(pa.int64())
     return pa.Table.from_arrays(
         [
-            zeros64,
-            timestamps.cast(pa.int64()).cast(TIMESTAMP_TYPE),
+            _int64_array(np.zeros(n, dtype=np.int64)),
+            timestamps.view(TIMESTAMP_TYPE),  # milliseconds either way: the same 64-bit values
             pa.array(np.zeros(n, dtype=np.int8)),
             keys, values, headers,
             pa.nulls(n, pa.int64()), pa.nulls(n, pa.int16()), pa.nulls(n, pa.int32()),
         ],
         schema=TOPIC_FILE_SCHEMA,
     )
+
+
+def _int64_array(values: np.ndarray) -> pa.Array:
+    """A numpy int64 array as Arrow's, without a conversion pass (no nulls)."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def _binary(column: pa.ChunkedArray) -> pa.Array:

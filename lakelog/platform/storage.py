@@ -8,6 +8,7 @@ pyarrow), so one setting configures all three.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import uuid
@@ -51,6 +52,18 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
 STORAGE_RETRY_PAUSE_S = 0.05
 UPLOAD_CONNECTIONS = 64  # parallel object-store requests of one node (a flush's files go at once)
 DELTA_COMMIT_RETRIES = 20
+
+
+def _new_temporary_names() -> None:
+    """Temporary file names: unique to this process (a random part, drawn again in a forked child), then
+    numbered; no random draw per write."""
+    global _TEMPORARY_PREFIX, _TEMPORARY_NUMBERS
+    _TEMPORARY_PREFIX, _TEMPORARY_NUMBERS = uuid.uuid4().hex, itertools.count()
+
+
+_TEMPORARY_PREFIX, _TEMPORARY_NUMBERS = "", itertools.count()
+_new_temporary_names()
+os.register_at_fork(after_in_child=_new_temporary_names)
 FOLDER_REMOVED_ATTEMPTS = 3  # a local write whose folder another node's delete removed under it (_placed)
 
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
@@ -311,12 +324,23 @@ def _placed(path: str, data: bytes | pa.Buffer, place: Callable[[str, str], None
 
 
 def _written_beside(path: str, data: bytes | pa.Buffer) -> str:
-    """`data` in a new temporary file in `path`'s folder (made if missing), to be renamed or linked."""
+    """`data` in a new temporary file in `path`'s folder (made if missing), to be renamed or linked. Plain
+    descriptor calls, the folder made only when the first try finds it missing: the node journal writes one
+    object per flush, and each system call here is a turn of the interpreter lock for the flush thread."""
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(folder, f"_tmp_{uuid.uuid4().hex}")
-    with open(temporary, "wb") as f:
-        f.write(data)
+    temporary = os.path.join(folder, f"_tmp_{_TEMPORARY_PREFIX}_{next(_TEMPORARY_NUMBERS)}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        descriptor = os.open(temporary, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+        descriptor = os.open(temporary, flags, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+    finally:
+        os.close(descriptor)
     return temporary
 
 

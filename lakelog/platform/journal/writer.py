@@ -44,8 +44,9 @@ from lakelog.platform.journal.pacing import CommitPacer
 from lakelog.platform.journal.planner import deletable_slots
 from lakelog.platform.journal.topic_state import Acknowledged, JournalTopic
 from lakelog.platform.log.commit import assign_offsets, partition_runs
-from lakelog.platform.produce.admission import PendingProduce, checked
+from lakelog.platform.produce.admission import PendingProduce, checked_together
 from lakelog.platform.produce.group_commit import GroupCommit, fail, succeed
+from lakelog.platform.produce.record_checks import int64_values
 from lakelog.platform.records import ProduceResult, stamp
 from lakelog.platform.storage import STORAGE_ERRORS, Storage, is_retriable
 from lakelog.schemas import TOPIC_SCHEMA
@@ -212,8 +213,8 @@ class JournalWriter:
             log.warning("journal: %s not checked for a takeover: %s", opened.meta.name, exc)
 
     def _prepare(self, opened: OpenTopic, state: JournalTopic, calls: list[PendingProduce]) -> _Prepared | None:
-        calls = opened.admission.served(calls)
-        accepted = opened.admission.admit(checked(calls, opened.meta.name), lambda: self._catch_up(opened, state))
+        calls, together = checked_together(opened.admission.served(calls), opened.meta.name)
+        accepted = opened.admission.admit(calls, lambda: self._catch_up(opened, state))
         if accepted and state.pending_bytes >= BEHIND_FACTOR * opened.meta.config.table_commit_bytes:
             # The table commits are not keeping up (storage refusing them): stop taking more into memory.
             log.warning("produce to %s refused: %d bytes wait for its table commit", opened.meta.name,
@@ -225,7 +226,8 @@ class JournalWriter:
             return None
         if not accepted:
             return None
-        table = pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table
+        table = together if together is not None and len(accepted) == len(calls) else (
+            pa.concat_tables([p.table for p in accepted]) if len(accepted) > 1 else accepted[0].table)
         partitions = np.concatenate([p.partitions for p in accepted])
         table = stamp(table, [p.stamp for p in accepted], now_ms())
         if len(partitions) < 2 or bool((partitions[1:] >= partitions[:-1]).all()):  # one partition, commonly
@@ -241,7 +243,7 @@ class JournalWriter:
             in_given_order[order] = offsets
         at = records.schema.get_field_index("offset")
         records = records.set_column(at, OFFSET_FIELD, records.column(at))  # TOPIC_SCHEMA's field (not null)
-        timestamps = table.column("timestamp").cast(pa.int64()).to_numpy()
+        timestamps = int64_values(table.column("timestamp"))
         results, start = [], 0
         for pending in accepted:
             end = start + pending.rows
@@ -249,7 +251,9 @@ class JournalWriter:
             start = end
         # assign_offsets gave each run dense offsets from its base (entries_of would find the same, slower)
         entries = [Entry(opened.meta.name, p, int(bases[p]), hi - lo) for p, lo, hi in runs]
-        items = [Acknowledged(("", 0), entry, records.slice(lo, hi - lo)) for entry, (_, lo, hi) in zip(entries, runs)]
+        size = records.get_total_buffer_size()  # one contiguous table: its buffers are its records
+        items = [Acknowledged(("", 0), entry, records.slice(lo, hi - lo), size * (hi - lo) // len(records))
+                 for entry, (_, lo, hi) in zip(entries, runs)]
         return _Prepared(opened, accepted, results, items, records, entries)
 
     def _write(self, prepared: list[_Prepared]) -> None:
@@ -276,7 +280,7 @@ class JournalWriter:
             for part in prepared:
                 self._topics[part.opened.meta.name] = part.opened
         for part in prepared:
-            items = [Acknowledged((run, slot), i.entry, i.records) for i in part.items]
+            items = [Acknowledged((run, slot), i.entry, i.records, i.known_nbytes) for i in part.items]
             part.opened.journal.acknowledged(items)
             part.opened.admission.record_producers(part.accepted, part.results)
             for pending, result in zip(part.accepted, part.results):

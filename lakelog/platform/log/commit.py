@@ -218,8 +218,14 @@ def _with_typed(table: pa.Table, typed: pa.StructArray | None) -> pa.Table:
 
 def partition_runs(sorted_partitions: np.ndarray) -> list[tuple[int, int, int]]:
     """(partition, start, end) of each run of equal partitions in a sorted array."""
-    values, starts, counts = np.unique(sorted_partitions, return_index=True, return_counts=True)
-    return [(int(p), int(s), int(s + c)) for p, s, c in zip(values, starts, counts)]
+    n = len(sorted_partitions)
+    if n == 0:
+        return []
+    if sorted_partitions[0] == sorted_partitions[-1]:  # one partition, commonly: no array work
+        return [(int(sorted_partitions[0]), 0, n)]
+    starts = np.concatenate(([0], np.flatnonzero(sorted_partitions[1:] != sorted_partitions[:-1]) + 1))
+    ends = np.append(starts[1:], n)
+    return [(int(sorted_partitions[s]), int(s), int(e)) for s, e in zip(starts, ends)]
 
 
 def assign_offsets(ordered: pa.Table, runs: list[tuple[int, int, int]],

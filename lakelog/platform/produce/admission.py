@@ -186,17 +186,24 @@ def checked(calls: list[PendingProduce], topic: str) -> list[PendingProduce]:
     """Each call's records as Arrow (`call.table`), checked in bulk for the whole flush. When a check fails,
     each call is checked on its own: a call with a bad record is answered with that error (naming the record
     by its place in the call), logged, and changes nothing; the others go on."""
+    return checked_together(calls, topic)[0]
+
+
+def checked_together(calls: list[PendingProduce], topic: str) -> tuple[list[PendingProduce], pa.Table | None]:
+    """`checked`, and the checked calls' records as one table, in order (the table the check read; None when
+    a call was refused or the calls' configs differ): a flush writes it without joining the calls again."""
     try:
-        _as_tables(calls)
+        whole = _as_tables(calls)
         configs = {id(call.config): call.config for call in calls}
         if len(configs) == 1 and calls:
-            validate_records(_concat([call.table for call in calls]), calls[0].config)
-        else:
-            for call in calls:
-                validate_records(call.table, call.config)
+            together = whole if whole is not None else _concat([call.table for call in calls])
+            validate_records(together, calls[0].config)
+            return calls, together
+        for call in calls:
+            validate_records(call.table, call.config)
     except LakelogError:
-        return [call for call in calls if _checked_alone(call, topic)]
-    return calls
+        return [call for call in calls if _checked_alone(call, topic)], None
+    return calls, None
 
 
 def _checked_alone(call: PendingProduce, topic: str) -> bool:
@@ -210,8 +217,9 @@ def _checked_alone(call: PendingProduce, topic: str) -> bool:
     return True
 
 
-def _as_tables(calls: list[PendingProduce]) -> None:
-    """Set each call's table: the columnar calls as slices of one table built for all of them."""
+def _as_tables(calls: list[PendingProduce]) -> pa.Table | None:
+    """Set each call's table: the columnar calls as slices of one table built for all of them. Returns that
+    table when every call is columnar (it is then all the calls' records, in order)."""
     columnar = [call for call in calls if isinstance(call.records, RecordColumns)]
     whole = columns_to_table([call.records for call in columnar]) if columnar else None
     start = 0
@@ -223,6 +231,7 @@ def _as_tables(calls: list[PendingProduce]) -> None:
             call.table = call.records
         if call.producer is not None and call.producer.keyed:  # a retry must carry the same records
             call.producer = replace(call.producer, content_digest=content_digest(call.table))
+    return whole if len(columnar) == len(calls) else None
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
