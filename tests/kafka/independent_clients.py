@@ -278,7 +278,11 @@ def check_group_run(http: httpx.Client, group: str, topic: str, consumed: dict[s
 
 
 def kcat_base(kcat: str, served: Served) -> list[str]:
-    return [kcat, "-b", served.bootstrap, "-m", str(int(STUCK_S)), "-X", "topic.message.timeout.ms=300000"]
+    # librdkafka's own bounds (10 s for ApiVersions, 60 s a request) are patience a loaded moment can
+    # outlast, and kcat exits once its one broker connection is down: STUCK_S is the only bound.
+    stuck_ms = int(STUCK_S * 1000)
+    return [kcat, "-b", served.bootstrap, "-m", str(int(STUCK_S)), "-X", f"topic.message.timeout.ms={stuck_ms}",
+            "-X", f"api.version.request.timeout.ms={stuck_ms}", "-X", f"socket.timeout.ms={stuck_ms}"]
 
 
 def kafkajs(node: str, script: str, served: Served, **args: Any) -> dict[str, Any]:
