@@ -52,6 +52,7 @@ _ALIASES = {"endpoint_url": "aws_endpoint_url", "aws_endpoint": "aws_endpoint_ur
 STORAGE_RETRY_PAUSE_S = 0.05
 UPLOAD_CONNECTIONS = 64  # parallel object-store requests of one node (a flush's files go at once)
 DELTA_COMMIT_RETRIES = 20
+FOLDER_REMOVED_ATTEMPTS = 3  # a local write whose folder another node's delete removed under it (_placed)
 
 
 def _new_temporary_names() -> None:
@@ -64,7 +65,6 @@ def _new_temporary_names() -> None:
 _TEMPORARY_PREFIX, _TEMPORARY_NUMBERS = "", itertools.count()
 _new_temporary_names()
 os.register_at_fork(after_in_child=_new_temporary_names)
-FOLDER_REMOVED_ATTEMPTS = 3  # a local write whose folder another node's delete removed under it (_placed)
 
 # What reading or writing the store can raise: the network, the object store (s3fs lets botocore's
 # connection errors through), delta-rs. Callers that survive a failing store catch these, not
